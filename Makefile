@@ -1,0 +1,49 @@
+# The README's two set-up commands are `make run` and `make test`; both install first.
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+PORT ?= 8000
+
+.PHONY: install run test bench lint migrate clean
+
+# Find a Python >= 3.12: python3.13/python3.12 on PATH, then pyenv's versions.
+define find_python
+for p in python3.13 python3.12 $$(ls -d $$HOME/.pyenv/versions/3.1[2-9]*/bin/python3 2>/dev/null | sort -rV) python3; do \
+  if command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(0 if sys.version_info >= (3, 12) else 1)' >/dev/null 2>&1; then \
+    command -v $$p; exit 0; fi; \
+done; exit 1
+endef
+
+$(PY):
+	@py=$$( $(find_python) ) || { echo "error: Python >= 3.12 not found (tried python3.13, python3.12, ~/.pyenv/versions/3.12+, python3). Install one, e.g. 'pyenv install 3.12'." >&2; exit 1; }; \
+	echo "Creating $(VENV) with $$py"; $$py -m venv $(VENV)
+
+$(STAMP): pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[test]'
+	@touch $(STAMP)
+
+install: $(STAMP)
+
+migrate: install
+	$(PY) manage.py migrate --noinput
+
+run: migrate
+	@$(PY) manage.py ensure_account
+	@echo ""
+	@echo "Previously is running at http://127.0.0.1:$(PORT)/  (admin: http://127.0.0.1:$(PORT)/admin/)"
+	@echo "Log in with the account above. Ctrl+C stops the server."
+	$(VENV)/bin/daphne -b 127.0.0.1 -p $(PORT) previously.asgi:application
+
+test: install
+	$(PY) -m pytest $(PYTEST_ARGS)
+
+bench: install
+	$(PY) -m bench $(BENCH_ARGS)
+
+lint: install
+	$(VENV)/bin/ruff check .
+
+clean:
+	rm -rf $(VENV) var/test-*

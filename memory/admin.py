@@ -1,0 +1,175 @@
+"""Admin for every memory model: the columns that matter, search, profile/status/deleted filters."""
+
+from django.contrib import admin
+
+from memory.models import (
+    Card,
+    CardSnapshot,
+    EvolutionRun,
+    Experience,
+    ExperienceHistory,
+    ExperienceSource,
+    Favourite,
+    Highlight,
+    LegacyFragment,
+    LegacyMeta,
+    Message,
+    Profile,
+    Relation,
+    Slice,
+    SliceLogEntry,
+    Tombstone,
+)
+
+
+class DeletedFilter(admin.SimpleListFilter):
+    title = "deleted"
+    parameter_name = "deleted"
+
+    def lookups(self, request, model_admin):
+        return [("live", "live"), ("soft", "soft-deleted")]
+
+    def queryset(self, request, queryset):
+        if self.value() == "live":
+            return queryset.filter(deleted_at__isnull=True)
+        if self.value() == "soft":
+            return queryset.filter(deleted_at__isnull=False)
+        return queryset
+
+
+PROFILE_FILTER = ("profile", admin.RelatedOnlyFieldListFilter)
+
+
+@admin.register(Profile)
+class ProfileAdmin(admin.ModelAdmin):
+    list_display = ["key", "name", "user", "language", "proactive_enabled", "created_at"]
+    list_filter = ["language", "proactive_enabled"]
+    search_fields = ["key", "name", "user__username"]
+
+
+@admin.register(Slice)
+class SliceAdmin(admin.ModelAdmin):
+    list_display = ["key", "profile", "started_at", "last_message_at", "ended_at", "close_reason"]
+    list_filter = [PROFILE_FILTER, "close_reason"]
+    search_fields = ["key"]
+    date_hierarchy = "started_at"
+
+
+@admin.register(SliceLogEntry)
+class SliceLogEntryAdmin(admin.ModelAdmin):
+    list_display = ["slice", "kind", "summary", "created_at"]
+    list_filter = ["kind"]
+    search_fields = ["summary", "slice__key"]
+
+
+@admin.register(Message)
+class MessageAdmin(admin.ModelAdmin):
+    list_display = ["mid", "profile", "speaker", "message_type", "short_content", "created_at", "status", "deleted_at"]
+    list_filter = [PROFILE_FILTER, "speaker", "message_type", "status", DeletedFilter]
+    search_fields = ["mid", "content", "legacy_key"]
+    date_hierarchy = "created_at"
+    raw_id_fields = ["slice"]
+
+    @admin.display(description="content")
+    def short_content(self, obj):
+        return obj.content[:80]
+
+
+@admin.register(Highlight)
+class HighlightAdmin(admin.ModelAdmin):
+    list_display = ["hid", "profile", "mid", "short_content", "source", "flagged", "deleted_at"]
+    list_filter = [PROFILE_FILTER, "source", DeletedFilter]
+    search_fields = ["hid", "mid", "content"]
+    raw_id_fields = ["message"]
+
+    @admin.display(description="content")
+    def short_content(self, obj):
+        return obj.content[:80]
+
+
+@admin.register(Favourite)
+class FavouriteAdmin(admin.ModelAdmin):
+    list_display = ["profile", "message", "excerpt", "created_at"]
+    list_filter = [PROFILE_FILTER]
+    search_fields = ["excerpt"]
+    raw_id_fields = ["message", "highlight"]
+
+
+class ExperienceSourceInline(admin.TabularInline):
+    model = ExperienceSource
+    raw_id_fields = ["message"]
+    extra = 0
+
+
+class ExperienceHistoryInline(admin.TabularInline):
+    model = ExperienceHistory
+    fields = ["created_at", "actor", "action", "reason", "before", "after"]
+    readonly_fields = fields
+    extra = 0
+    can_delete = False
+
+
+@admin.register(Experience)
+class ExperienceAdmin(admin.ModelAdmin):
+    list_display = ["eid", "profile", "title", "status", "time_certainty", "event_time", "recorded_at", "invalid_at", "flagged", "deleted_at"]
+    list_filter = [PROFILE_FILTER, "status", "time_certainty", DeletedFilter]
+    search_fields = ["eid", "title", "content"]
+    inlines = [ExperienceSourceInline, ExperienceHistoryInline]
+
+
+@admin.register(ExperienceHistory)
+class ExperienceHistoryAdmin(admin.ModelAdmin):
+    list_display = ["experience", "actor", "action", "reason", "created_at"]
+    list_filter = ["actor", "action"]
+    search_fields = ["experience__eid", "reason"]
+
+
+@admin.register(Relation)
+class RelationAdmin(admin.ModelAdmin):
+    list_display = ["rid", "profile", "from_id", "type", "to_id", "flagged", "deleted_at"]
+    list_filter = [PROFILE_FILTER, "type", DeletedFilter]
+    search_fields = ["rid", "from_id", "to_id"]
+    raw_id_fields = ["from_highlight", "from_experience", "to_highlight", "to_experience"]
+
+
+@admin.register(Tombstone)
+class TombstoneAdmin(admin.ModelAdmin):
+    list_display = ["kind", "object_id", "profile", "deleted_at", "expires_at", "content_hash"]
+    list_filter = [PROFILE_FILTER, "kind"]
+    search_fields = ["object_id", "content_hash", "legacy_key"]
+
+
+@admin.register(Card)
+class CardAdmin(admin.ModelAdmin):
+    list_display = ["profile", "format", "version", "updated_at"]
+    search_fields = ["profile__key", "text"]
+
+
+@admin.register(CardSnapshot)
+class CardSnapshotAdmin(admin.ModelAdmin):
+    list_display = ["slice", "profile", "card_version", "created_at"]
+    list_filter = [PROFILE_FILTER]
+    raw_id_fields = ["slice", "run"]
+
+
+@admin.register(EvolutionRun)
+class EvolutionRunAdmin(admin.ModelAdmin):
+    list_display = ["pk", "profile", "slice", "trigger", "status", "skip_reason", "created_at", "finished_at"]
+    list_filter = [PROFILE_FILTER, "trigger", "status"]
+    search_fields = ["summary", "skip_reason", "error"]
+    raw_id_fields = ["slice"]
+
+
+@admin.register(LegacyFragment)
+class LegacyFragmentAdmin(admin.ModelAdmin):
+    list_display = ["key", "profile", "role", "ts", "disposition", "message"]
+    list_filter = [PROFILE_FILTER, "disposition", "role"]
+    search_fields = ["key", "content", "fingerprint"]
+    raw_id_fields = ["message"]
+
+
+@admin.register(LegacyMeta)
+class LegacyMetaAdmin(admin.ModelAdmin):
+    list_display = ["key", "profile", "value"]
+    list_filter = [PROFILE_FILTER]
+    search_fields = ["key", "value"]

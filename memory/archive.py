@@ -1,0 +1,130 @@
+"""The archive write (SPEC A2, S1): the single entry point for storing a message."""
+
+import logging
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from memory.clock import local_clock
+from memory.hashing import content_hash
+from memory.models import Message, Profile, Slice
+
+log = logging.getLogger(__name__)
+
+
+class MidConflict(Exception):
+    """The mid is already archived with different content (A2: `mid_conflict`)."""
+
+    code = "mid_conflict"
+
+    def __init__(self, mid: str):
+        self.mid = mid
+        super().__init__(f"mid_conflict: message {mid} is already archived with different content")
+
+
+@dataclass(frozen=True)
+class Archived:
+    message: Message
+    created: bool  # False: the same mid and content were already stored; nothing was written
+    closed_slice: Slice | None = None  # the slice this write closed by the idle gap, if any
+
+
+def slice_gap() -> timedelta:
+    return timedelta(minutes=settings.PREVIOUSLY_SLICE_GAP_MINUTES)
+
+
+def archive_message(
+    *,
+    profile: Profile,
+    mid: str,
+    speaker: str,
+    content: str,
+    message_type: str = Message.Type.TEXT,
+    created_at: datetime | None = None,
+    tz: str | None = None,
+    local_time: str | None = None,
+    raw_content: str = "",
+    status: str = Message.Status.COMPLETE,
+    attachment: dict | None = None,
+    source_id: str = "",
+    new_conversation: bool = False,
+) -> Archived:
+    """Store one line verbatim, idempotently by mid, in the profile's current slice."""
+    existing = Message.objects.filter(profile=profile, mid=mid).first()
+    if existing is not None:
+        return _same_or_conflict(existing, content)
+    created_at = created_at or timezone.now()
+    clock = local_clock(created_at, tz, local_time)
+    try:
+        with transaction.atomic():
+            # Serialise writers of one profile (PostgreSQL; SQLite's IMMEDIATE already does).
+            Profile.objects.select_for_update().filter(pk=profile.pk).first()
+            slice_, closed = _slice_for(profile, created_at, clock, new_conversation)
+            message = Message.objects.create(
+                profile=profile,
+                slice=slice_,
+                mid=mid,
+                speaker=speaker,
+                message_type=message_type,
+                content=content,
+                raw_content=raw_content,
+                status=status,
+                created_at=created_at,
+                local_day_key=clock.day_key,
+                local_hour=clock.hour,
+                period=clock.period,
+                tz=clock.tz_name,
+                source_id=source_id,
+                attachment=attachment,
+                content_hash=content_hash(profile.key, content),
+            )
+    except IntegrityError:
+        # A concurrent writer stored the same mid first; answer as if we had seen it.
+        existing = Message.objects.filter(profile=profile, mid=mid).first()
+        if existing is None:
+            raise
+        return _same_or_conflict(existing, content)
+    return Archived(message=message, created=True, closed_slice=closed)
+
+
+def _same_or_conflict(existing: Message, content: str) -> Archived:
+    if existing.content != content:
+        raise MidConflict(existing.mid)
+    return Archived(message=existing, created=False)
+
+
+def _slice_for(profile, created_at, clock, new_conversation) -> tuple[Slice, Slice | None]:
+    """The open slice if it is still warm, else close it and open a new one (S1)."""
+    current = Slice.objects.for_profile(profile).open().order_by("-started_at").first()
+    if current is not None and not new_conversation and created_at - current.last_message_at <= slice_gap():
+        if created_at > current.last_message_at:
+            current.last_message_at = created_at
+            current.save(update_fields=["last_message_at"])
+        return current, None
+    closed = None
+    if current is not None:
+        current.close(
+            reason=Slice.CloseReason.NEW_CONVERSATION if new_conversation else Slice.CloseReason.GAP
+        )
+        closed = current
+    return open_slice(profile=profile, started_at=created_at, clock=clock), closed
+
+
+def open_slice(*, profile: Profile, started_at: datetime, clock) -> Slice:
+    """A new slice keyed by its local start minute; a taken minute moves to the next free one."""
+    start = clock.local.replace(second=0, microsecond=0)
+    taken = set(
+        Slice.objects.for_profile(profile)
+        .filter(key__startswith=start.strftime("%Y-%m-%d"))
+        .values_list("key", flat=True)
+    )
+    key = start.strftime("%Y-%m-%d-%H%M")
+    while key in taken:
+        start += timedelta(minutes=1)
+        key = start.strftime("%Y-%m-%d-%H%M")
+    return Slice.objects.create(
+        profile=profile, key=key, started_at=started_at, last_message_at=started_at, tz=clock.tz_name
+    )

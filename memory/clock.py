@@ -1,0 +1,85 @@
+"""The user's local clock (SPEC R7): normalise what the browser sends, name the period of day."""
+
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta, timezone
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+# (first hour, id, Chinese label, English label); each period runs to the next one's first hour.
+PERIODS = (
+    (0, "small_hours", "凌晨", "small hours"),
+    (5, "early_morning", "早上", "early morning"),
+    (8, "morning", "上午", "morning"),
+    (11, "noon", "中午", "midday"),
+    (13, "afternoon", "下午", "afternoon"),
+    (17, "dusk", "傍晚", "early evening"),
+    (19, "evening", "晚上", "evening"),
+    (23, "late_night", "深夜", "late night"),
+)
+PERIOD_IDS = tuple(p[1] for p in PERIODS)
+
+
+def period_of(hour: int) -> str:
+    """The period id for an hour 0-23."""
+    current = PERIODS[0][1]
+    for first, pid, _zh, _en in PERIODS:
+        if hour >= first:
+            current = pid
+    return current
+
+
+def period_label(period_id: str, language: str) -> str:
+    for _first, pid, zh, en in PERIODS:
+        if pid == period_id:
+            return zh if language == "zh" else en
+    return period_id
+
+
+@dataclass(frozen=True)
+class LocalClock:
+    """A server instant seen on the user's wall clock."""
+
+    local: datetime  # aware, in the user's zone (or fixed offset)
+    tz_name: str
+
+    @property
+    def day_key(self) -> str:
+        return self.local.strftime("%Y-%m-%d")
+
+    @property
+    def hour(self) -> int:
+        return self.local.hour
+
+    @property
+    def period(self) -> str:
+        return period_of(self.local.hour)
+
+
+def resolve_zone(tz_name: str | None, local_time: str | None = None):
+    """An IANA zone when the name is valid, else the offset of the browser's local ISO time, else UTC."""
+    if tz_name:
+        try:
+            return ZoneInfo(tz_name), tz_name
+        except (ZoneInfoNotFoundError, ValueError):
+            pass
+    if local_time:
+        try:
+            parsed = datetime.fromisoformat(local_time)
+        except ValueError:
+            parsed = None
+        if parsed is not None and parsed.utcoffset() is not None:
+            offset = parsed.utcoffset()
+            return timezone(offset), _offset_name(offset)
+    return UTC, "UTC"
+
+
+def _offset_name(offset: timedelta) -> str:
+    minutes = int(offset.total_seconds() // 60)
+    sign = "+" if minutes >= 0 else "-"
+    minutes = abs(minutes)
+    return f"UTC{sign}{minutes // 60:02d}:{minutes % 60:02d}"
+
+
+def local_clock(instant: datetime, tz_name: str | None = None, local_time: str | None = None) -> LocalClock:
+    """The server instant `instant` on the user's clock; the server clock stays authoritative."""
+    zone, name = resolve_zone(tz_name, local_time)
+    return LocalClock(local=instant.astimezone(zone), tz_name=name)

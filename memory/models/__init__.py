@@ -1,0 +1,34 @@
+"""The data of memory: archive, slices, curation, deletion, the card, legacy keys."""
+
+from memory.models.archive import Message, MessageQuerySet, Profile, Slice, SliceLogEntry
+from memory.models.card import Card, CardSnapshot, EvolutionRun
+from memory.models.curation import (
+    Experience,
+    ExperienceHistory,
+    ExperienceSource,
+    Favourite,
+    Highlight,
+    Relation,
+)
+from memory.models.deletion import Tombstone
+from memory.models.legacy import LegacyFragment, LegacyMeta
+
+__all__ = [
+    "Card",
+    "CardSnapshot",
+    "EvolutionRun",
+    "Experience",
+    "ExperienceHistory",
+    "ExperienceSource",
+    "Favourite",
+    "Highlight",
+    "LegacyFragment",
+    "LegacyMeta",
+    "Message",
+    "MessageQuerySet",
+    "Profile",
+    "Relation",
+    "Slice",
+    "SliceLogEntry",
+    "Tombstone",
+]

@@ -1,0 +1,75 @@
+"""Tombstones left by hard deletes (SPEC D2, D5)."""
+
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+from memory.models.archive import Profile
+from memory.models.base import choices_check
+
+
+def tombstone_expiry(deleted_at):
+    return deleted_at + timedelta(days=settings.PREVIOUSLY_TOMBSTONE_TTL_DAYS)
+
+
+class TombstoneQuerySet(models.QuerySet):
+    def for_profile(self, profile):
+        return self.filter(profile=profile)
+
+    def in_force(self, now=None):
+        """Not yet expired: these block re-import."""
+        return self.filter(expires_at__gt=now or timezone.now())
+
+    def expired(self, now=None):
+        return self.filter(expires_at__lte=now or timezone.now())
+
+
+class TombstoneKind(models.TextChoices):
+    MESSAGE = "msg", "message"
+    HIGHLIGHT = "hl", "highlight"
+    EXPERIENCE = "exp", "experience"
+    RELATION = "rel", "relation"
+    FRAGMENT = "mem", "raw fragment"
+
+
+class Tombstone(models.Model):
+    """Marks a hard-deleted record; blocks its re-import until it expires."""
+
+    Kind = TombstoneKind
+
+    profile = models.ForeignKey(Profile, on_delete=models.CASCADE, related_name="tombstones")
+    kind = models.CharField(max_length=3, choices=Kind.choices)
+    object_id = models.CharField(max_length=128)
+    deleted_at = models.DateTimeField()
+    expires_at = models.DateTimeField()
+    content_hash = models.CharField(max_length=8, blank=True)
+    # The deleted record's own creation time (a msg tombstone carries it in legacy data).
+    created_at = models.DateTimeField(null=True, blank=True)
+    legacy_key = models.CharField(max_length=300, blank=True)
+    legacy_extra = models.JSONField(default=dict, blank=True)
+
+    objects = TombstoneQuerySet.as_manager()
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["profile", "kind", "object_id"], name="tombstone_unique_per_record"
+            ),
+            choices_check("kind", TombstoneKind, "tombstone_kind_valid"),
+            models.CheckConstraint(
+                condition=models.Q(expires_at__gt=models.F("deleted_at")),
+                name="tombstone_expires_after_deletion",
+            ),
+        ]
+        indexes = [models.Index(fields=["profile", "content_hash"])]
+        ordering = ["-deleted_at", "id"]
+
+    def __str__(self) -> str:
+        return f"tomb:{self.profile.key}:{self.kind}:{self.object_id}"
+
+    def save(self, *args, **kwargs):
+        if self.expires_at is None and self.deleted_at is not None:
+            self.expires_at = tombstone_expiry(self.deleted_at)
+        super().save(*args, **kwargs)

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class PreviouslyConfig(AppConfig):
+    name = "previously"
+    verbose_name = "Previously"

@@ -1,0 +1,3 @@
+"""Websocket routes (the chat consumer is added by the chat package)."""
+
+websocket_urlpatterns: list = []

@@ -1,0 +1,176 @@
+"""Settings read from the environment, with safe embedded defaults.
+
+Embedded default: SQLite (WAL) under var/ and an in-process channel layer, one
+process. Scale-out: DATABASE_URL (PostgreSQL) + REDIS_URL (channels-redis).
+Every variable is listed in the README's configuration table.
+"""
+
+import os
+import secrets
+from pathlib import Path
+
+import dj_database_url
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = Path(os.environ.get("PREVIOUSLY_VAR_DIR", BASE_DIR / "var"))
+VAR_DIR.mkdir(parents=True, exist_ok=True)
+
+
+def env_bool(name: str, default: bool) -> bool:
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def env_int(name: str, default: int) -> int:
+    value = os.environ.get(name, "").strip()
+    return int(value) if value else default
+
+
+def _dev_secret_key() -> str:
+    # Generated once per checkout so sessions survive restarts; never used when
+    # DJANGO_SECRET_KEY is set (production).
+    path = VAR_DIR / "secret_key"
+    if not path.exists():
+        path.write_text(secrets.token_urlsafe(50))
+        path.chmod(0o600)
+    return path.read_text().strip()
+
+
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY") or _dev_secret_key()
+DEBUG = env_bool("DJANGO_DEBUG", True)
+ALLOWED_HOSTS = [
+    h.strip()
+    for h in os.environ.get("DJANGO_ALLOWED_HOSTS", "127.0.0.1,localhost,[::1]").split(",")
+    if h.strip()
+]
+CSRF_TRUSTED_ORIGINS = [
+    o.strip() for o in os.environ.get("DJANGO_CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()
+]
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "channels",
+    "django_htmx",
+    "memory",
+    "previously",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.locale.LocaleMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "previously.urls"
+ASGI_APPLICATION = "previously.asgi.application"
+WSGI_APPLICATION = None
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "django.template.context_processors.i18n",
+            ],
+        },
+    },
+]
+
+# --- Database -------------------------------------------------------------
+SQLITE_PATH = VAR_DIR / "previously.sqlite3"
+DATABASES = {
+    "default": dj_database_url.parse(
+        os.environ.get("DATABASE_URL") or f"sqlite:///{SQLITE_PATH}", conn_max_age=0
+    )
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    DATABASES["default"]["OPTIONS"] = {
+        # IMMEDIATE takes the write lock at BEGIN, so two writers queue on the
+        # busy timeout instead of failing half-way through a transaction.
+        "transaction_mode": "IMMEDIATE",
+        "timeout": 20,
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    }
+    DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-previously.sqlite3")}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Channels -------------------------------------------------------------
+REDIS_URL = os.environ.get("REDIS_URL", "")
+if REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.core.RedisChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL]},
+        }
+    }
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+# --- Auth, i18n, static ----------------------------------------------------
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en"
+LANGUAGES = [("en", "English"), ("zh-hans", "简体中文")]
+LOCALE_PATHS = [BASE_DIR / "locale"]
+USE_I18N = True
+TIME_ZONE = "UTC"
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = VAR_DIR / "staticfiles"
+MEDIA_URL = "media/"
+MEDIA_ROOT = VAR_DIR / "media"
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "loggers": {
+        "memory": {"handlers": ["console"], "level": os.environ.get("PREVIOUSLY_LOG_LEVEL", "INFO")},
+        "previously": {
+            "handlers": ["console"],
+            "level": os.environ.get("PREVIOUSLY_LOG_LEVEL", "INFO"),
+        },
+    },
+}
+
+# --- Product settings -----------------------------------------------------
+# Model providers (SPEC L1-L3). Unset base URL: try a local Ollama once, else offline.
+PREVIOUSLY_LLM_BASE_URL = os.environ.get("PREVIOUSLY_LLM_BASE_URL", "")
+PREVIOUSLY_LLM_API_KEY = os.environ.get("PREVIOUSLY_LLM_API_KEY", "")
+PREVIOUSLY_LLM_MODEL = os.environ.get("PREVIOUSLY_LLM_MODEL", "")
+PREVIOUSLY_AGENT_MODEL = os.environ.get("PREVIOUSLY_AGENT_MODEL", "")
+
+# Legacy switches keep their meaning and defaults (SPEC P4).
+STRICT_MID = env_bool("STRICT_MID", True)
+MEM_READ_LEGACY = env_bool("MEM_READ_LEGACY", True)
+PREVIOUSLY_TOMBSTONE_TTL_DAYS = env_int("PREVIOUSLY_TOMBSTONE_TTL_DAYS", 400)
+
+# Slices (SPEC S1) and recall (SPEC R4).
+PREVIOUSLY_SLICE_GAP_MINUTES = env_int("PREVIOUSLY_SLICE_GAP_MINUTES", 30)
+PREVIOUSLY_CONTEXT_TOKENS = env_int("PREVIOUSLY_CONTEXT_TOKENS", 1500)

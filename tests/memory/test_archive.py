@@ -1,0 +1,150 @@
+"""The archive write (SPEC A2) and slice assignment (S1)."""
+
+import threading
+from datetime import timedelta
+
+import pytest
+from django.db import connection, connections
+from django.utils import timezone
+
+from memory.archive import MidConflict, archive_message
+from memory.hashing import content_hash
+from memory.models import Message, Slice
+from tests.factories import ProfileFactory
+
+
+def archive(profile, **kwargs):
+    kwargs.setdefault("mid", "c_0123456789abcdef")
+    kwargs.setdefault("speaker", "user")
+    kwargs.setdefault("content", "你好 hello 🐱")
+    return archive_message(profile=profile, **kwargs)
+
+
+@pytest.mark.django_db
+def test_archive_stores_the_line_verbatim_with_its_local_clock(profile):
+    at = timezone.datetime(2026, 11, 29, 13, 5, tzinfo=timezone.UTC)
+    result = archive(profile, created_at=at, tz="Asia/Shanghai")
+    message = Message.objects.get(pk=result.message.pk)
+    assert result.created is True
+    assert message.content == "你好 hello 🐱"
+    assert (message.local_day_key, message.local_hour, message.period) == ("2026-11-29", 21, "evening")
+    assert message.tz == "Asia/Shanghai"
+    assert message.content_hash == content_hash("owner", "你好 hello 🐱")
+
+
+@pytest.mark.django_db
+def test_same_mid_same_content_returns_the_stored_row_and_writes_nothing_a2(profile):
+    first = archive(profile)
+    again = archive(profile)
+    assert again.created is False
+    assert again.message.pk == first.message.pk
+    assert Message.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_same_mid_different_content_is_a_conflict_naming_the_mid_a2(profile):
+    archive(profile)
+    with pytest.raises(MidConflict) as excinfo:
+        archive(profile, content="something else")
+    assert "c_0123456789abcdef" in str(excinfo.value)
+    assert excinfo.value.code == "mid_conflict"
+    assert Message.objects.get().content == "你好 hello 🐱"
+
+
+@pytest.mark.django_db
+def test_the_same_mid_in_another_profile_is_another_message(profile):
+    other = ProfileFactory(user=profile.user, key="second")
+    archive(profile)
+    archive(other, content="different words")
+    assert Message.objects.count() == 2
+
+
+@pytest.mark.django_db
+def test_messages_within_the_gap_share_a_slice_s1(profile):
+    t0 = timezone.now()
+    a = archive(profile, mid="c_000000000000000a", created_at=t0)
+    b = archive(profile, mid="c_000000000000000b", created_at=t0 + timedelta(minutes=29))
+    assert a.message.slice_id == b.message.slice_id
+    assert b.closed_slice is None
+
+
+@pytest.mark.django_db
+def test_an_idle_gap_closes_the_slice_and_opens_a_new_one_s1(profile):
+    t0 = timezone.datetime(2026, 11, 29, 8, 0, tzinfo=timezone.UTC)
+    a = archive(profile, mid="c_000000000000000a", created_at=t0)
+    b = archive(profile, mid="c_000000000000000b", created_at=t0 + timedelta(minutes=31))
+    assert a.message.slice_id != b.message.slice_id
+    closed = Slice.objects.get(pk=a.message.slice_id)
+    assert b.closed_slice == closed
+    assert closed.ended_at == t0 and closed.close_reason == "gap"
+    assert b.message.slice.key == "2026-11-29-0831"
+    assert Slice.objects.open().count() == 1
+
+
+@pytest.mark.django_db
+def test_new_conversation_starts_a_new_slice_even_within_the_gap(profile):
+    t0 = timezone.datetime(2026, 11, 29, 8, 0, tzinfo=timezone.UTC)
+    a = archive(profile, mid="c_000000000000000a", created_at=t0)
+    b = archive(profile, mid="c_000000000000000b", created_at=t0, new_conversation=True)
+    assert b.closed_slice.pk == a.message.slice_id
+    assert b.closed_slice.close_reason == "new_conversation"
+    # The same start minute is taken, so the new slice moves to the next free minute.
+    assert b.message.slice.key == "2026-11-29-0801"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_concurrent_writers_of_one_mid_store_it_once_a2():
+    profile = ProfileFactory()
+    results, errors = [], []
+    barrier = threading.Barrier(2)
+
+    def write():
+        try:
+            barrier.wait()
+            results.append(archive(profile).created)
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=write) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    assert sorted(results) == [False, True]
+    assert Message.objects.filter(profile=profile).count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_writers_with_different_content_one_wins_one_conflicts_a2():
+    profile = ProfileFactory()
+    outcomes = []
+    barrier = threading.Barrier(2)
+
+    def write(text):
+        try:
+            barrier.wait()
+            archive(profile, content=text)
+            outcomes.append("stored")
+        except MidConflict:
+            outcomes.append("conflict")
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=write, args=(t,)) for t in ("one", "two")]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(outcomes) == ["conflict", "stored"]
+    assert Message.objects.filter(profile=profile).count() == 1
+
+
+def test_sqlite_runs_in_wal_mode_when_it_is_the_database(db):
+    if connection.vendor != "sqlite":
+        pytest.skip("SQLite-only setting")
+    with connection.cursor() as cursor:
+        cursor.execute("PRAGMA journal_mode")
+        assert cursor.fetchone()[0].lower() == "wal"
