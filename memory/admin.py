@@ -15,6 +15,7 @@ from memory.models import (
     LegacyMeta,
     Message,
     Profile,
+    RecallDocument,
     Relation,
     Slice,
     SliceLogEntry,
@@ -173,3 +174,18 @@ class LegacyMetaAdmin(admin.ModelAdmin):
     list_display = ["key", "profile", "value"]
     list_filter = [PROFILE_FILTER]
     search_fields = ["key", "value"]
+
+
+@admin.register(RecallDocument)
+class RecallDocumentAdmin(admin.ModelAdmin):
+    """The index's token stream, read-only: it is derived from the archive."""
+
+    list_display = ["message", "profile", "tokens"]
+    list_filter = [PROFILE_FILTER]
+    search_fields = ["tokens"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False

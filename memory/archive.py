@@ -11,6 +11,7 @@ from django.utils import timezone
 from memory.clock import local_clock
 from memory.hashing import content_hash
 from memory.models import Message, Profile, Slice
+from memory.recall.index import index_messages
 
 log = logging.getLogger(__name__)
 
@@ -81,6 +82,7 @@ def archive_message(
                 attachment=attachment,
                 content_hash=content_hash(profile.key, content),
             )
+            index_messages([message])
     except IntegrityError:
         # A concurrent writer stored the same mid first; answer as if we had seen it.
         existing = Message.objects.filter(profile=profile, mid=mid).first()

@@ -173,3 +173,12 @@ class LegacyMetaFactory(factory.django.DjangoModelFactory):
         model = m.LegacyMeta
 
     key = factory.Sequence(lambda n: f"meta_thing{n}")
+
+
+class RecallDocumentFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = m.RecallDocument
+
+    message = factory.SubFactory(MessageFactory)
+    profile = factory.SelfAttribute("message.profile")
+    tokens = "hello"

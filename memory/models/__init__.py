@@ -12,6 +12,7 @@ from memory.models.curation import (
 )
 from memory.models.deletion import Tombstone
 from memory.models.legacy import LegacyFragment, LegacyMeta
+from memory.models.recall import RecallDocument
 
 __all__ = [
     "Card",
@@ -27,6 +28,7 @@ __all__ = [
     "Message",
     "MessageQuerySet",
     "Profile",
+    "RecallDocument",
     "Relation",
     "Slice",
     "SliceLogEntry",

@@ -23,6 +23,7 @@ MODELS_AND_FACTORIES = [
     (m.EvolutionRun, f.EvolutionRunFactory),
     (m.LegacyFragment, f.LegacyFragmentFactory),
     (m.LegacyMeta, f.LegacyMetaFactory),
+    (m.RecallDocument, f.RecallDocumentFactory),
 ]
 
 

@@ -1,0 +1,1 @@
+"""Recall: the tokeniser, the full-text index kept beside the archive, and ranking."""

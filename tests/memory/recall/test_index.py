@@ -1,0 +1,91 @@
+"""The full-text index beside the archive (SPEC R1, R2, D3), on SQLite FTS5 and PostgreSQL."""
+
+import pytest
+
+from memory.archive import archive_message
+from memory.models import Message, RecallDocument
+from memory.recall.index import index_messages, remove_messages, search
+from memory.recall.tokenize import tokenize
+from tests.factories import ProfileFactory
+
+pytestmark = pytest.mark.django_db
+
+
+def test_cjk_runs_become_bigrams_and_latin_lowercase_words_r1():
+    assert tokenize("我很开心 Hello World") == ["我很", "很开", "开心", "hello", "world"]
+
+
+def test_a_lone_cjk_character_is_its_own_token():
+    assert tokenize("猫 cat") == ["猫", "cat"]
+
+
+def test_emoji_and_punctuation_split_without_crashing():
+    assert tokenize("🐱喵喵!!okay👍🏽") == ["喵喵", "okay"]
+
+
+def test_mixed_scripts_keep_their_order():
+    assert tokenize("下周三交report") == ["下周", "周三", "三交", "report"]
+
+
+def _say(profile, n, text):
+    return archive_message(profile=profile, mid=f"c_{n:016x}", speaker="user", content=text).message
+
+
+def _ids(profile, query, limit=10):
+    return [hit.message_id for hit in search(profile_id=profile.pk, tokens=tokenize(query), limit=limit)]
+
+
+def test_archived_messages_are_found_by_chinese_and_english_words():
+    profile = ProfileFactory()
+    zh = _say(profile, 1, "我下周三要交季度报告")
+    en = _say(profile, 2, "The quarterly report is due next Wednesday")
+    _say(profile, 3, "今天天气不错 nice weather")
+    assert _ids(profile, "季度报告什么时候交") == [zh.pk]
+    assert _ids(profile, "when is the REPORT due?")[0] == en.pk
+
+
+def test_the_more_relevant_message_ranks_first():
+    profile = ProfileFactory()
+    _say(profile, 1, "cats are nice")
+    best = _say(profile, 2, "my cat Mochi loves tuna, Mochi is a cat")
+    _say(profile, 3, "dogs bark")
+    assert _ids(profile, "Mochi cat")[0] == best.pk
+
+
+def test_search_never_crosses_profiles_p2():
+    mine, theirs = ProfileFactory(), ProfileFactory()
+    _say(theirs, 1, "secret plans for Friday")
+    assert _ids(mine, "secret plans") == []
+
+
+def test_removed_messages_are_never_returned_d3():
+    profile = ProfileFactory()
+    gone = _say(profile, 1, "delete this sentence about pineapples")
+    kept = _say(profile, 2, "pineapples are tasty")
+    assert remove_messages([gone.pk]) == 1
+    assert _ids(profile, "pineapples") == [kept.pk]
+    assert not RecallDocument.objects.filter(message_id=gone.pk).exists()
+
+
+def test_reindexing_a_message_does_not_duplicate_it():
+    profile = ProfileFactory()
+    message = _say(profile, 1, "团圆饭 reunion dinner")
+    index_messages([message])
+    index_messages([message])
+    assert _ids(profile, "reunion 团圆") == [message.pk]
+
+
+def test_soft_deleted_messages_are_not_indexed():
+    profile = ProfileFactory()
+    message = _say(profile, 1, "hidden words here")
+    remove_messages([message.pk])
+    Message.objects.filter(pk=message.pk).update(deleted_at="2026-01-01T00:00Z")
+    message.refresh_from_db()
+    assert index_messages([message]) == 0
+    assert _ids(profile, "hidden words") == []
+
+
+def test_the_index_is_written_with_the_archive_write():
+    profile = ProfileFactory()
+    message = _say(profile, 1, "emoji 🐱 and 中文 together")
+    assert RecallDocument.objects.get(message=message).tokens == "emoji and 中文 together"
