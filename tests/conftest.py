@@ -17,3 +17,25 @@ def profile(user):
 def _fast_password_hashing(settings):
     # PBKDF2 costs ~0.3 s a user; tests create many users.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture
+def llm_server():
+    """A local OpenAI-compatible server (real HTTP) for the real SDK to talk to."""
+    from tests.llm_server import FakeLLMServer
+
+    server = FakeLLMServer().start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def llm_provider(llm_server, settings):
+    """The app's provider pointed at the local server, installed for the test's duration."""
+    from previously.llm import reset_provider
+    from previously.llm.openai_compat import OpenAICompatible
+
+    provider = OpenAICompatible(base_url=llm_server.base_url, api_key="", model="fake-model")
+    reset_provider(provider)
+    yield provider
+    reset_provider(None)

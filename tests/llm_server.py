@@ -1,0 +1,138 @@
+"""A local OpenAI-compatible HTTP server for tests: real HTTP, real SDK, scripted answers.
+
+Queue what the "model" should do with `server.script(...)`; every request body is kept
+in `server.requests`. Streams are Server-Sent Events like the real API.
+"""
+
+import json
+import threading
+import time
+import uuid
+from collections import deque
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+@dataclass
+class Turn:
+    """One scripted answer. For streams: `chunks`; `die_after` drops the connection after
+    that many chunks; `status` answers an HTTP error instead. For tool calling: `tool_calls`
+    as [(name, arguments-dict-or-json-text)]."""
+
+    chunks: list[str] = field(default_factory=list)
+    content: str | None = None
+    tool_calls: list[tuple[str, object]] = field(default_factory=list)
+    delay: float = 0.0
+    die_after: int | None = None
+    status: int = 200
+
+
+class FakeLLMServer:
+    def __init__(self, default: Turn | None = None):
+        self.turns: deque[Turn] = deque()
+        self.requests: list[dict] = []
+        self.default = default or Turn(chunks=["Hello", " there", "!"])
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+
+    @property
+    def base_url(self) -> str:
+        host, port = self._httpd.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def script(self, *turns: Turn) -> None:
+        self.turns.extend(turns)
+
+    def start(self) -> "FakeLLMServer":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+
+    def _next(self) -> Turn:
+        return self.turns.popleft() if self.turns else self.default
+
+    def _handler(self):
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):  # keep test output clean
+                pass
+
+            def do_GET(self):
+                if self.path.rstrip("/").endswith("/models"):
+                    self._json(200, {"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
+                else:
+                    self._json(404, {"error": {"message": "not found"}})
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
+                server.requests.append(body)
+                turn = server._next()
+                if turn.delay:
+                    time.sleep(turn.delay)
+                if turn.status != 200:
+                    self._json(turn.status, {"error": {"message": f"scripted {turn.status}"}})
+                elif body.get("stream"):
+                    self._stream(body, turn)
+                else:
+                    self._complete(body, turn)
+
+            def _json(self, status, payload):
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _complete(self, body, turn):
+                calls = [
+                    {
+                        "id": f"call_{uuid.uuid4().hex[:8]}",
+                        "type": "function",
+                        "function": {
+                            "name": name,
+                            "arguments": args if isinstance(args, str) else json.dumps(args, ensure_ascii=False),
+                        },
+                    }
+                    for name, args in turn.tool_calls
+                ]
+                message = {"role": "assistant", "content": turn.content if turn.content is not None else "".join(turn.chunks)}
+                if calls:
+                    message["tool_calls"] = calls
+                self._json(200, {
+                    "id": "cmpl-fake", "object": "chat.completion", "created": int(time.time()),
+                    "model": body.get("model", "fake-model"),
+                    "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if calls else "stop"}],
+                })
+
+            def _stream(self, body, turn):
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                base = {"id": "chunk-fake", "object": "chat.completion.chunk", "created": int(time.time()),
+                        "model": body.get("model", "fake-model")}
+                for i, text in enumerate(turn.chunks):
+                    if turn.die_after is not None and i >= turn.die_after:
+                        self.wfile.flush()
+                        self.connection.shutdown(2)  # the model server dies mid-stream
+                        self.close_connection = True
+                        return
+                    event = dict(base, choices=[{"index": 0, "delta": {"content": text}, "finish_reason": None}])
+                    self.wfile.write(f"data: {json.dumps(event, ensure_ascii=False)}\n\n".encode())
+                    self.wfile.flush()
+                end = dict(base, choices=[{"index": 0, "delta": {}, "finish_reason": "stop"}])
+                self.wfile.write(f"data: {json.dumps(end)}\n\ndata: [DONE]\n\n".encode())
+                self.wfile.flush()
+                self.close_connection = True
+
+        return Handler
