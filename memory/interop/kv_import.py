@@ -64,6 +64,9 @@ ID_MAX = 64
 KEY_MAX = 300
 SPEAKERS = {"user": "user", "assistant": "assistant", "ai": "assistant", "system": "system"}
 TOMB_KINDS = {k.value for k in Tombstone.Kind}
+MESSAGE_TYPES = frozenset(Message.Type.values)
+TIME_CERTAINTIES = frozenset(Experience.TimeCertainty.values)
+RELATION_TYPES = frozenset(Relation.Type.values)
 
 
 class BadRecord(ValueError):
@@ -211,7 +214,7 @@ def parse_entry(entry: DumpEntry, report: Report) -> Rec:
         profile = resolve_profile(rest.split(":", 1)[0], key, report) if sep else ""
         if name == "meta_lastTs" and not text.strip().lstrip("-").isdigit():
             raise BadRecord(key, f"meta_lastTs must be an integer (epoch ms), not {text[:40]!r}")
-        return Rec("meta", key, profile, "", {"value": text}, kv)
+        return Rec("meta", key, profile, "", {"value": text}, {shapes.KV: kv} if kv else {})
     try:
         value = json.loads(text)
     except (json.JSONDecodeError, TypeError) as exc:
@@ -254,7 +257,7 @@ def _validate(rec: Rec) -> None:
         if c["speaker"] not in SPEAKERS:
             raise BadRecord(rec.key, f"speaker {c['speaker']!r} is not user or assistant")
         c["speaker"] = SPEAKERS[c["speaker"]]
-        if c["message_type"] not in Message.Type.values:
+        if c["message_type"] not in MESSAGE_TYPES:
             # Keep unknown legacy types as text; the original spelling stays in legacy_extra.
             rec.extra.setdefault("message_type", c["message_type"])
             c["message_type"] = Message.Type.TEXT
@@ -289,7 +292,7 @@ def _validate(rec: Rec) -> None:
             c["source_mids"] = []
         elif not isinstance(mids, list) or not all(isinstance(x, str) and 0 < len(x) <= ID_MAX for x in mids):
             raise BadRecord(rec.key, "source_mids must be a list of message ids")
-        if c["time_certainty"] not in Experience.TimeCertainty.values:
+        if c["time_certainty"] not in TIME_CERTAINTIES:
             rec.extra.setdefault("time_certainty", c["time_certainty"])
             c["time_certainty"] = Experience.TimeCertainty.UNKNOWN
         text = c["event_time_text"] or ""
@@ -307,7 +310,7 @@ def _validate(rec: Rec) -> None:
         _check_id(rec, rec.rid, "relation id")
         _check_id(rec, c["from_id"], "from_id")
         _check_id(rec, c["to_id"], "to_id")
-        if c["type"] not in Relation.Type.values:
+        if c["type"] not in RELATION_TYPES:
             raise BadRecord(rec.key, f"type {c['type']!r} is not one of {', '.join(Relation.Type.values)}")
     elif rec.family == "tomb":
         kind, sep, oid = rec.rid.partition(":")
@@ -598,6 +601,8 @@ def _plan_messages(by_family, plan_for, report: Report, contents: dict) -> None:
             if msg.deleted_at is not None:
                 report.add("msg", "soft_deleted")
 
+        for entries in index.values():
+            entries.sort(key=lambda e: e[0])
         fingerprints: dict[str, str | None] = {}  # fingerprint -> mid the first fragment went to
         fam_of = {True: "mem_", False: "mem"}
         for rec in sorted(frags_by_profile.get(pkey, ()), key=lambda r: (r.cols["ts"], r.key)):
@@ -704,15 +709,20 @@ def _plan_messages(by_family, plan_for, report: Report, contents: dict) -> None:
 
 
 def _nearest(entries, ts: int):
-    """The msg: twin closest in time within the window, preferring one not yet claimed."""
+    """The msg: twin closest in time within the window, preferring one not yet claimed.
+
+    `entries` is sorted by time (see _plan_messages), so only the window is scanned.
+    """
+    if not entries:
+        return None
+    i = bisect_left(entries, ts - MATCH_WINDOW_MS, key=lambda e: e[0])
     best = None
-    for e in entries:
-        d = abs(e[0] - ts)
-        if d > MATCH_WINDOW_MS:
-            continue
-        rank = (e[4] > 0, d)
+    while i < len(entries) and entries[i][0] <= ts + MATCH_WINDOW_MS:
+        e = entries[i]
+        rank = (e[4] > 0, abs(e[0] - ts))
         if best is None or rank < best[0]:
             best = (rank, e)
+        i += 1
     return best[1] if best else None
 
 
@@ -778,9 +788,13 @@ def _plan_highlights(by_family, plan_for, report: Report, contents: dict) -> Non
 
 def _plan_experiences(by_family, plan_for, report: Report) -> None:
     """Rule 6: an experience whose source messages are missing is imported flagged."""
+    known_by_profile: dict[str, set] = {}
     for rec in by_family.get("exp", ()):
         p = plan_for(rec.profile)
         c = rec.cols
+        if rec.profile not in known_by_profile:
+            known_by_profile[rec.profile] = set(p.existing.mids) | {m.mid for m in p.messages}
+        known = known_by_profile[rec.profile]
         if ("exp", rec.rid) in p.existing.tombs:
             report.add("exp", "tombstoned")
             continue
@@ -788,7 +802,6 @@ def _plan_experiences(by_family, plan_for, report: Report) -> None:
             report.add("exp", "existing")
             continue
         mids = list(dict.fromkeys(c["source_mids"]))
-        known = p.existing.mids.keys() | {m.mid for m in p.messages}
         missing = [m for m in mids if m not in known]
         flagged = f"source messages missing: {', '.join(missing)}"[:200] if missing else ""
         exp = Experience(

@@ -197,6 +197,13 @@ FIELDS = {
 LEGACY_NAMES = {family: {f.legacy for f in fields} for family, fields in FIELDS.items()}
 
 
+def _canonical_js_time(text: Any) -> bool:
+    """Already spelled as Date.toISOString() would (the fast, common case)."""
+    return (
+        isinstance(text, str) and len(text) == 24 and text[10] == "T" and text[19] == "." and text[23] == "Z"
+    )
+
+
 def read_value(family: str, value: dict) -> tuple[dict, dict]:
     """(columns, legacy_extra) for a legacy value; raises BadValue naming the field."""
     cols: dict = {}
@@ -213,7 +220,12 @@ def read_value(family: str, value: dict) -> tuple[dict, dict]:
         original = value[f.legacy]
         col = f.read(original, f.legacy)
         cols[f.column] = col
-        if f.write(col) != original or type(f.write(col)) is not type(original):
+        if f.write is iso_js and _canonical_js_time(original):
+            continue
+        if original.__class__ is str and f.write is _out_ident:
+            continue
+        out = f.write(col)
+        if out != original or type(out) is not type(original):
             extra[f.legacy] = original
     known = LEGACY_NAMES[family]
     for k, v in value.items():
