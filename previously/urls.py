@@ -2,11 +2,15 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from previously import views
+from previously import data_views, views
 
 urlpatterns = [
     path("", views.home, name="home"),
     path("login/", auth_views.LoginView.as_view(), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("admin/", admin.site.urls),
+    path("data/", data_views.data_page, name="data"),
+    path("data/export/", data_views.data_export, name="data_export"),
+    path("data/import/", data_views.data_import_preview, name="data_import_preview"),
+    path("data/import/apply/", data_views.data_import_apply, name="data_import_apply"),
 ]

@@ -1,0 +1,59 @@
+"""Export profiles in full (SPEC X1): our versioned JSON, or the legacy KV bulk-put shape."""
+
+import json
+
+from django.core.management.base import BaseCommand, CommandError
+
+from memory.interop.export import export_global_meta, export_json, export_kv, profiles_for, write_kv
+from memory.interop.kv_import import default_user
+
+
+class _Raw:
+    """Write pieces to the command's stdout without the newline OutputWrapper adds."""
+
+    def __init__(self, wrapper):
+        self.wrapper = wrapper
+
+    def write(self, text: str) -> None:
+        self.wrapper.write(text, ending="")
+
+
+class Command(BaseCommand):
+    help = "Export messages, curation, legacy keys, cards, slices and tombstones of profiles."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--user", help="Only this user's profiles (default: every user's).")
+        parser.add_argument("--profile", help="Only the profile with this key.")
+        parser.add_argument(
+            "--format", choices=("json", "kv"), default="json",
+            help="json: our own versioned format (default); kv: the legacy wrangler bulk-put shape.",
+        )
+        parser.add_argument("--output", help="Write here instead of standard output.")
+
+    def handle(self, *args, **opts):
+        user = None
+        if opts["user"]:
+            try:
+                user = default_user(opts["user"])
+            except LookupError as exc:
+                raise CommandError(str(exc), returncode=2) from None
+        profiles = list(profiles_for(user=user, profile_key=opts["profile"]))
+        if not profiles:
+            raise CommandError("no profile matches; check --user and --profile", returncode=2)
+        out = open(opts["output"], "w", encoding="utf-8") if opts["output"] else _Raw(self.stdout)  # noqa: SIM115
+        try:
+            if opts["format"] == "kv":
+                entries = export_kv(profiles=profiles)
+                if user is None and not opts["profile"]:
+                    entries = (e for gen in (entries, export_global_meta()) for e in gen)
+                n = write_kv(entries, out)
+                summary = f"{n} keys"
+            else:
+                data = export_json(profiles=profiles)
+                json.dump(data, out, ensure_ascii=False, indent=1)
+                out.write("\n")
+                summary = f"{len(profiles)} profiles, {sum(len(p['messages']) for p in data['profiles'])} messages"
+        finally:
+            if opts["output"]:
+                out.close()
+        self.stderr.write(f"exported {summary}")

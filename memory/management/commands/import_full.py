@@ -1,0 +1,38 @@
+"""Import a full export (SPEC X2): dedupe by id, tombstones block, all or nothing."""
+
+import json
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+
+from memory.interop.full_import import BadExport, import_full
+from memory.interop.kv_import import default_user
+
+
+class Command(BaseCommand):
+    help = "Import a Previously JSON export into a user's profiles; re-running changes nothing."
+
+    def add_arguments(self, parser):
+        parser.add_argument("path", help="The export file (written by export_full --format json).")
+        parser.add_argument("--dry-run", action="store_true", help="Show the counts per kind; write nothing.")
+        parser.add_argument("--user", help="Owner of the imported profiles (default: the first superuser).")
+
+    def handle(self, *args, **opts):
+        try:
+            user = default_user(opts["user"])
+        except LookupError as exc:
+            raise CommandError(str(exc), returncode=2) from None
+        path = Path(opts["path"])
+        if not path.is_file():
+            raise CommandError(f"export file {str(path)!r} not found", returncode=2)
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+            report = import_full(data=data, user=user, dry_run=opts["dry_run"])
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise CommandError(f"{path} is not JSON ({exc}). Nothing was written.", returncode=1) from None
+        except BadExport as exc:
+            raise CommandError(f"{path}: {exc}", returncode=1) from None
+        for note in report.notes:
+            self.stdout.write(note)
+        self.stdout.write(report.table())
+        self.stdout.write("dry run: nothing was written" if report.dry_run else "import complete")

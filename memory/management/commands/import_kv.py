@@ -1,0 +1,58 @@
+"""Migrate a Cloudflare KV dump of the legacy store into the archive (SPEC X3, LEGACY_KV.md).
+
+Exit status: 0 done, 1 bad input (nothing written), 2 usage error.
+"""
+
+import json
+import sys
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+
+from memory.interop.kv_import import BadDump, default_user, import_kv
+from memory.interop.progress import progress_for
+
+
+class Command(BaseCommand):
+    help = "Import a legacy KV dump (bulk-put array or bulk-get object); all or nothing."
+
+    def add_arguments(self, parser):
+        parser.add_argument("dump", help="Path of the dump file (JSON; `-` reads standard input).")
+        parser.add_argument("--dry-run", action="store_true", help="Report what would happen; write nothing.")
+        parser.add_argument(
+            "--skip-bad", action="store_true", help="Skip and report malformed records instead of stopping."
+        )
+        parser.add_argument(
+            "--user", help="Owner of the imported profiles (default: the first superuser)."
+        )
+        parser.add_argument("--report-json", help="Also write the final table's counts to this JSON file.")
+
+    def handle(self, *args, **opts):
+        try:
+            user = default_user(opts["user"])
+        except LookupError as exc:
+            raise CommandError(str(exc), returncode=2) from None
+        path = opts["dump"]
+        if path != "-" and not Path(path).is_file():
+            raise CommandError(f"dump file {path!r} not found; pass the path of a KV dump", returncode=2)
+        fh = sys.stdin if path == "-" else open(path, encoding="utf-8")  # noqa: SIM115
+        try:
+            report = import_kv(
+                fh=fh, user=user, dry_run=opts["dry_run"], skip_bad=opts["skip_bad"],
+                progress=progress_for(self.stderr),
+            )
+        except BadDump as exc:
+            raise CommandError(str(exc), returncode=1) from None
+        except UnicodeDecodeError as exc:
+            raise CommandError(f"the dump is not UTF-8 text ({exc}). Nothing was written.", returncode=1) from None
+        finally:
+            if fh is not sys.stdin:
+                fh.close()
+        for note in report.notes[:200]:
+            self.stdout.write(note)
+        if len(report.notes) > 200:
+            self.stdout.write(f"... and {len(report.notes) - 200} more (see --report-json)")
+        self.stdout.write(report.table())
+        self.stdout.write("dry run: nothing was written" if report.dry_run else "import complete")
+        if opts["report_json"]:
+            Path(opts["report_json"]).write_text(json.dumps(report.as_dict(), ensure_ascii=False, indent=2))

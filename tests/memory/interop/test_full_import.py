@@ -1,0 +1,121 @@
+"""Full import (SPEC X2): dedupe, tombstone blocking, dry run, re-run no-op, round trip."""
+
+import json
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+
+from memory.interop.export import export_json
+from memory.interop.full_import import import_full
+from memory.interop.synthetic import write_dump
+from memory.models import (
+    Experience,
+    Highlight,
+    LegacyFragment,
+    Message,
+    Profile,
+    Relation,
+    Slice,
+    Tombstone,
+)
+from tests.factories import MessageFactory, ProfileFactory
+
+pytestmark = pytest.mark.django_db
+
+MODELS = (Message, LegacyFragment, Highlight, Experience, Relation, Tombstone, Slice)
+
+
+def counts(profile_filter=None) -> dict:
+    return {m.__name__: m.objects.filter(**(profile_filter or {})).count() for m in MODELS}
+
+
+@pytest.fixture
+def exported(admin, tmp_path):
+    dump = tmp_path / "in.json"
+    write_dump(str(dump), keys=500, seed=7)
+    call_command("import_kv", str(dump), stdout=StringIO())
+    return export_json(profiles=Profile.objects.filter(user=admin))
+
+
+def test_x2_round_trip_into_another_user_recreates_everything(exported, admin, django_user_model):
+    bob = django_user_model.objects.create_user(username="bob", password="pw-bob-1234")
+    import_full(data=exported, user=bob)
+    assert counts({"profile__user": bob}) == counts({"profile__user": admin})
+
+
+def test_x2_rerunning_an_import_changes_nothing(exported, admin):
+    before = counts()
+    report = import_full(data=exported, user=admin)
+    assert counts() == before
+    assert report.counts["messages"]["created"] == 0
+    assert report.counts["messages"]["existing"] == sum(len(p["messages"]) for p in exported["profiles"])
+
+
+def test_x2_dry_run_previews_counts_and_writes_nothing(exported, django_user_model):
+    bob = django_user_model.objects.create_user(username="bob", password="pw-bob-1234")
+    report = import_full(data=exported, user=bob, dry_run=True)
+    assert report.counts["messages"]["created"] > 0
+    assert Message.objects.filter(profile__user=bob).count() == 0
+    assert Profile.objects.filter(user=bob).count() == 0
+
+
+def _export_of(profile) -> dict:
+    return export_json(profiles=[profile])
+
+
+def test_x2_tombstoned_message_in_the_target_is_skipped_and_reported(user, django_user_model):
+    src = ProfileFactory(user=user, key="owner")
+    MessageFactory(profile=src, mid="c_00000000000000aa", content="secret")
+    data = _export_of(src)
+    bob = django_user_model.objects.create_user(username="bob", password="pw-bob-1234")
+    target = ProfileFactory(user=bob, key="owner")
+    from tests.factories import TombstoneFactory
+
+    TombstoneFactory(profile=target, kind="msg", object_id="c_00000000000000aa")
+    report = import_full(data=data, user=bob)
+    assert not Message.objects.filter(profile=target).exists()
+    assert report.counts["messages"]["tombstoned"] == 1
+    assert "c_00000000000000aa" in report.notes[0]
+
+
+def test_x2_tombstone_in_the_file_is_imported_and_blocks_the_record_it_names(user, django_user_model):
+    src = ProfileFactory(user=user, key="owner")
+    MessageFactory(profile=src, mid="c_00000000000000bb", content="deleted later")
+    data = _export_of(src)
+    data["profiles"][0]["tombstones"].append({
+        "kind": "msg", "object_id": "c_00000000000000bb", "deleted_at": "2026-01-01T00:00:00+00:00",
+        "expires_at": "2027-02-05T00:00:00+00:00", "content_hash": "", "created_at": None,
+        "legacy_key": "", "legacy_extra": {}})
+    bob = django_user_model.objects.create_user(username="bob", password="pw-bob-1234")
+    import_full(data=data, user=bob)
+    assert Tombstone.objects.filter(profile__user=bob, object_id="c_00000000000000bb").exists()
+    assert not Message.objects.filter(profile__user=bob).exists()
+
+
+def test_x2_fragment_deduped_by_content_ts_fingerprint(exported, admin):
+    frag = exported["profiles"][0]["legacy_fragments"][0]
+    exported["profiles"][0]["legacy_fragments"].append({**frag, "key": frag["key"] + "_retry"})
+    before = LegacyFragment.objects.count()
+    import_full(data=exported, user=admin)
+    assert LegacyFragment.objects.count() == before
+
+
+def test_import_full_bad_file_exits_1(tmp_path, admin):
+    from django.core.management.base import CommandError
+
+    path = tmp_path / "x.json"
+    path.write_text('{"format": "something-else"}')
+    with pytest.raises(CommandError) as err:
+        call_command("import_full", str(path), stdout=StringIO())
+    assert err.value.returncode == 1
+
+
+def test_import_full_command_dry_run_prints_counts(exported, tmp_path, django_user_model):
+    django_user_model.objects.create_user(username="bob", password="pw-bob-1234")
+    path = tmp_path / "e.json"
+    path.write_text(json.dumps(exported, ensure_ascii=False))
+    out = StringIO()
+    call_command("import_full", str(path), "--dry-run", "--user", "bob", stdout=out)
+    assert "dry run" in out.getvalue() and "messages" in out.getvalue()
+    assert not Message.objects.filter(profile__user__username="bob").exists()

@@ -1,0 +1,100 @@
+"""The export/import page (SPEC X1, X2, P2): own data only, staff for anyone, preview before apply."""
+
+import json
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.urls import reverse
+
+from memory.models import Message
+from tests.factories import MessageFactory
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def storage(settings, tmp_path):
+    settings.STORAGES = {**settings.STORAGES, "default": {
+        "BACKEND": "django.core.files.storage.FileSystemStorage", "OPTIONS": {"location": str(tmp_path)}}}
+
+
+@pytest.fixture
+def bob(django_user_model):
+    return django_user_model.objects.create_user(username="bob", password="pw-bob-1234")
+
+
+def _upload(data: dict) -> SimpleUploadedFile:
+    return SimpleUploadedFile("e.json", json.dumps(data, ensure_ascii=False).encode(), "application/json")
+
+
+def test_data_page_requires_login(client):
+    response = client.get(reverse("data"))
+    assert response.status_code == 302
+    assert reverse("login") in response["Location"]
+
+
+def test_user_downloads_the_json_export_of_their_profile(client, profile):
+    MessageFactory(profile=profile, content="我的话 🐱")
+    client.force_login(profile.user)
+    response = client.get(reverse("data_export"), {"profile": "owner"})
+    assert response.status_code == 200
+    assert "attachment" in response["Content-Disposition"]
+    data = json.loads(response.content)
+    assert [m["content"] for m in data["profiles"][0]["messages"]] == ["我的话 🐱"]
+
+
+def test_user_cannot_export_another_users_data(client, profile, bob):
+    client.force_login(bob)
+    assert client.get(reverse("data_export"), {"user": "alice"}).status_code == 403
+
+
+def test_user_export_never_includes_another_users_profile(client, profile, bob):
+    MessageFactory(profile=profile, content="alice only")
+    client.force_login(bob)
+    response = client.get(reverse("data_export"), {"profile": "owner"})
+    assert response.status_code == 404
+
+
+def test_staff_can_export_any_users_data(client, profile, django_user_model):
+    MessageFactory(profile=profile, content="alice line")
+    staff = django_user_model.objects.create_user(username="staff", password="pw-staff-123", is_staff=True)
+    client.force_login(staff)
+    data = json.loads(client.get(reverse("data_export"), {"user": "alice"}).content)
+    assert data["profiles"][0]["messages"][0]["content"] == "alice line"
+
+
+def test_upload_shows_a_dry_run_preview_and_writes_nothing(client, profile, bob, storage):
+    MessageFactory(profile=profile, content="x")
+    client.force_login(profile.user)
+    export = json.loads(client.get(reverse("data_export")).content)
+    client.force_login(bob)
+    response = client.post(reverse("data_import_preview"), {"export": _upload(export)})
+    assert response.status_code == 200
+    assert "Preview" in response.content.decode()
+    assert not Message.objects.filter(profile__user=bob).exists()
+
+
+def test_apply_after_preview_imports_into_own_profiles(client, profile, bob, storage):
+    MessageFactory(profile=profile, content="carried over")
+    client.force_login(profile.user)
+    export = json.loads(client.get(reverse("data_export")).content)
+    client.force_login(bob)
+    preview = client.post(reverse("data_import_preview"), {"export": _upload(export)})
+    token = preview.context["token"]
+    response = client.post(reverse("data_import_apply"), {"token": token})
+    assert response.status_code == 200
+    assert list(Message.objects.filter(profile__user=bob).values_list("content", flat=True)) == ["carried over"]
+    assert Message.objects.filter(profile__user=profile.user).count() == 1
+
+
+def test_user_cannot_import_into_another_user(client, profile, bob, storage):
+    client.force_login(bob)
+    response = client.post(reverse("data_import_preview"), {"user": "alice", "export": _upload({})})
+    assert response.status_code == 403
+
+
+def test_upload_of_a_non_export_is_refused_with_a_message(client, profile, storage):
+    client.force_login(profile.user)
+    response = client.post(reverse("data_import_preview"), {"export": _upload({"format": "nope"})})
+    assert response.status_code == 400
+    assert "not a Previously export" in response.content.decode()
