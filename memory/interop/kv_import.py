@@ -44,6 +44,7 @@ from memory.models import (
 )
 from memory.models.archive import DEFAULT_PROFILE_KEY, PROFILE_KEY_RE
 from memory.models.deletion import tombstone_expiry
+from memory.recall.index import index_messages
 
 # "Timestamps within a few seconds" (rules 1 and 4).
 MATCH_WINDOW_MS = 5_000
@@ -866,12 +867,8 @@ def _plan_relations(by_family, plan_for, report: Report, contents: dict) -> None
 
 
 def _index_imported(messages: list[Message]) -> None:
-    """Hand the new messages to the recall index, inside the import's transaction.
-
-    TODO(lead, at merge with the recall branch): call
-    `memory.recall.index.index_messages(messages)` here. This is the import's only
-    index call site; messages are saved (they have pks) when it runs.
-    """
+    """Hand the new messages to the recall index, inside the import's transaction (D3)."""
+    index_messages(messages)
 
 
 def _offset_zone(hours: int):

@@ -490,3 +490,20 @@ def test_s1_later_import_reuses_the_existing_slice(dump_file, run_import):
     run_import(dump_file([msg("owner", "c_0000000000000112", "user", "two", T + 5 * 60_000)]))
     assert Slice.objects.count() == 1
     assert Slice.objects.get().messages.count() == 2
+
+
+# ---------------------------------------------------------------- the recall index (R2, D3)
+
+
+def test_imported_live_messages_are_recallable_and_soft_deleted_ones_are_not(dump_file, run_import):
+    from memory.recall.index import search
+    from memory.recall.tokenize import tokenize
+
+    path = dump_file([
+        msg("owner", "c_00000000000000c1", "user", "我养了一只橘猫 named Mochi", T),
+        msg("owner", "c_00000000000000c2", "user", "secret mochi recipe", T + 60_000, deleted_at=iso(T + 90_000)),
+    ])
+    assert run_import(path)[0] == 0
+    profile = Profile.objects.get(key="owner")
+    found = search(profile_id=profile.pk, tokens=tokenize("Mochi 橘猫"), limit=10)
+    assert [Message.objects.get(pk=h.message_id).mid for h in found] == ["c_00000000000000c1"]
