@@ -326,7 +326,7 @@ def purge_records(queryset, *, batch: int = 200, dry_run: bool = False,
                     report.tombstones[tomb_kind] += 1
         done = min(start + batch, len(ids))
         if progress:
-            progress(kind, done, len(ids))
+            progress(str(Kind(kind).label), done, len(ids))
     return report
 
 
