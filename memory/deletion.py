@@ -117,7 +117,7 @@ class _Plan:
     def refs(self) -> list[dict]:
         return (
             [{"kind": "hl", "id": h.hid, "text": h.content[:120]} for h in self.highlights]
-            + [{"kind": "fav", "id": str(f.pk), "text": f.excerpt[:120]} for f in self.favourites]
+            + [{"kind": "fav", "id": str(f.pk), "text": (f.excerpt or "(whole message)")[:120]} for f in self.favourites]
             + [{"kind": "exp", "id": e.eid, "text": e.title, "effect": "deleted"} for e in self.experiences_deleted]
             + [{"kind": "exp", "id": e.eid, "text": e.title, "effect": "uncited"} for e in self.experiences_uncited]
             + [{"kind": "rel", "id": r.rid, "text": f"{r.from_id} {r.type} {r.to_id}"} for r in self.relations]
