@@ -5,6 +5,7 @@ the agent's `propose_experience` tool, the review page and the admin all call th
 """
 
 import secrets
+from collections.abc import Iterable
 from datetime import datetime
 
 from django.conf import settings
@@ -40,35 +41,49 @@ class HighlightRefused(Exception):
         super().__init__(reason)
 
 
-def add_highlight(*, profile: Profile, message: Message, text: str, source: str) -> Highlight:
-    """Quote `text` from `message` as a highlight; refused unless it occurs verbatim there (C1).
+def add_highlight(
+    *,
+    profile: Profile,
+    text: str,
+    source: str,
+    message: Message | None = None,
+    candidates: Iterable[Message] = (),
+) -> Highlight:
+    """Quote `text` from `message` (or the newest of `candidates` quoting it) as a highlight (C1).
 
-    Outer whitespace of `text` is ignored (a browser selection often carries it). With
-    settings.STRICT_MID off the verbatim check is skipped (the message must still be a live
-    message of the profile) and the highlight is marked `legacy_extra["verbatim"] = False`.
+    Refused with `HighlightRefused` unless the text occurs verbatim in that live message of
+    the profile. Outer whitespace of `text` is ignored (a browser selection often carries
+    it). With settings.STRICT_MID off the verbatim check is skipped (a live message of the
+    profile is still required) and the highlight is marked `legacy_extra["verbatim"] = False`.
     The same text from the same message again returns the existing highlight.
     """
     text = (text or "").strip()
-    if message.profile_id != profile.pk:
-        raise HighlightRefused(f"message {message.mid} is not in profile {profile.key}", "not_found")
-    if message.deleted_at is not None:
-        raise HighlightRefused(f"message {message.mid} is deleted", "message_deleted")
+    if message is not None:
+        if message.profile_id != profile.pk:
+            raise HighlightRefused(f"message {message.mid} is not in profile {profile.key}", "not_found")
+        if message.deleted_at is not None:
+            raise HighlightRefused(f"message {message.mid} is deleted", "message_deleted")
     if not text:
         raise HighlightRefused("the highlight text is empty", "empty")
-    verbatim = text in message.content
+    pool = [message] if message is not None else [
+        m for m in candidates if m.profile_id == profile.pk and m.deleted_at is None
+    ]
+    if not pool:
+        raise HighlightRefused("no live message of this profile to quote", "not_found")
+    quoted = [m for m in pool if text in m.content]
+    verbatim = bool(quoted)
     if not verbatim and settings.STRICT_MID:
-        raise HighlightRefused(
-            f"the text does not occur verbatim in message {message.mid}; quote it exactly",
-            "not_verbatim",
-        )
-    existing = Highlight.objects.live().filter(profile=profile, message=message, content=text).first()
+        where = f"message {message.mid}" if message is not None else "the conversation"
+        raise HighlightRefused(f"the text does not occur verbatim in {where}; quote it exactly", "not_verbatim")
+    source_message = max(quoted or pool, key=lambda m: (m.created_at, m.pk))
+    existing = Highlight.objects.live().filter(profile=profile, message=source_message, content=text).first()
     if existing is not None:
         return existing
     return Highlight.objects.create(
         profile=profile,
-        message=message,
-        hid=new_id("hl"),
-        mid=message.mid,
+        message=source_message,
+        hid=new_id("h"),
+        mid=source_message.mid,
         content=text,
         source=source,
         created_at=timezone.now(),

@@ -279,3 +279,18 @@ def test_deleting_an_experience_soft_deletes_its_relations(profile, user):
     assert relation.deleted_at is not None
     assert Relation.objects.live().count() == 0
     assert ExperienceHistory.objects.filter(action="delete").count() == 1
+
+
+def test_a_marker_quote_is_attached_to_the_newest_candidate_quoting_it(profile):
+    older = MessageFactory(profile=profile, content="我们去看海吧")
+    newer = MessageFactory(profile=profile, content="好呀，去看海")
+    other = MessageFactory(profile=profile, content="晚安")
+    highlight = add_highlight(profile=profile, text="看海", source="assistant", candidates=[older, newer, other])
+    assert highlight.message == newer
+
+
+def test_a_marker_quote_found_in_no_candidate_is_refused(profile):
+    message = MessageFactory(profile=profile, content="晚安")
+    with pytest.raises(HighlightRefused) as refused:
+        add_highlight(profile=profile, text="看海", source="assistant", candidates=[message])
+    assert refused.value.code == "not_verbatim"
