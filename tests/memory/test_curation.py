@@ -294,3 +294,10 @@ def test_a_marker_quote_found_in_no_candidate_is_refused(profile):
     with pytest.raises(HighlightRefused) as refused:
         add_highlight(profile=profile, text="看海", source="assistant", candidates=[message])
     assert refused.value.code == "not_verbatim"
+
+
+def test_usable_highlights_exclude_those_of_hidden_messages(profile):
+    kept = HighlightFactory(message=MessageFactory(profile=profile))
+    hidden = HighlightFactory(message=MessageFactory(profile=profile))
+    hidden.message.hide()
+    assert list(Highlight.objects.usable()) == [kept]
