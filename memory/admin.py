@@ -2,6 +2,7 @@
 
 from django.contrib import admin
 
+from memory import admin_actions
 from memory.models import (
     Card,
     CardSnapshot,
@@ -70,6 +71,7 @@ class MessageAdmin(admin.ModelAdmin):
     search_fields = ["mid", "content", "legacy_key"]
     date_hierarchy = "created_at"
     raw_id_fields = ["slice"]
+    actions = [admin_actions.purge_soft_deleted, admin_actions.restore_soft_deleted]
 
     @admin.display(description="content")
     def short_content(self, obj):
@@ -82,6 +84,7 @@ class HighlightAdmin(admin.ModelAdmin):
     list_filter = [PROFILE_FILTER, "source", DeletedFilter]
     search_fields = ["hid", "mid", "content"]
     raw_id_fields = ["message"]
+    actions = [admin_actions.purge_soft_deleted, admin_actions.restore_soft_deleted]
 
     @admin.display(description="content")
     def short_content(self, obj):
@@ -116,6 +119,12 @@ class ExperienceAdmin(admin.ModelAdmin):
     list_filter = [PROFILE_FILTER, "status", "time_certainty", DeletedFilter]
     search_fields = ["eid", "title", "content"]
     inlines = [ExperienceSourceInline, ExperienceHistoryInline]
+    actions = [
+        admin_actions.confirm_experiences,
+        admin_actions.reject_experiences,
+        admin_actions.purge_soft_deleted,
+        admin_actions.restore_soft_deleted,
+    ]
 
 
 @admin.register(ExperienceHistory)
@@ -131,6 +140,7 @@ class RelationAdmin(admin.ModelAdmin):
     list_filter = [PROFILE_FILTER, "type", DeletedFilter]
     search_fields = ["rid", "from_id", "to_id"]
     raw_id_fields = ["from_highlight", "from_experience", "to_highlight", "to_experience"]
+    actions = [admin_actions.purge_soft_deleted, admin_actions.restore_soft_deleted]
 
 
 @admin.register(Tombstone)

@@ -1,6 +1,6 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.urls import path
+from django.urls import include, path
 
 from previously import data_views, views
 
@@ -13,4 +13,5 @@ urlpatterns = [
     path("data/export/", data_views.data_export, name="data_export"),
     path("data/import/", data_views.data_import_preview, name="data_import_preview"),
     path("data/import/apply/", data_views.data_import_apply, name="data_import_apply"),
+    path("p/<str:profile_key>/", include("previously.curation.urls")),
 ]

@@ -1,7 +1,8 @@
 """What the companion keeps beyond raw lines (SPEC C1-C7)."""
 
 from django.conf import settings
-from django.db import models
+from django.db import models, transaction
+from django.utils import timezone
 
 from memory.models.archive import Message, Profile
 from memory.models.base import ProfileScopedQuerySet, choices_check
@@ -11,6 +12,12 @@ class HighlightSource(models.TextChoices):
     USER = "user", "user favourite"
     ASSISTANT = "assistant", "companion [[fav:]] marker"
     IMPORT = "import", "legacy import"
+
+
+class HighlightQuerySet(ProfileScopedQuerySet):
+    def usable(self):
+        """Live, not flagged, and quoting a message that is itself live (what recall may show)."""
+        return self.live().filter(flagged="", message__deleted_at__isnull=True)
 
 
 class Highlight(models.Model):
@@ -34,7 +41,7 @@ class Highlight(models.Model):
     legacy_key = models.CharField(max_length=300, blank=True)
     legacy_extra = models.JSONField(default=dict, blank=True)
 
-    objects = ProfileScopedQuerySet.as_manager()
+    objects = HighlightQuerySet.as_manager()
 
     class Meta:
         constraints = [
@@ -49,6 +56,31 @@ class Highlight(models.Model):
 
     def __str__(self) -> str:
         return f"{self.hid}: {self.content[:40]}"
+
+    @property
+    def item_id(self) -> str:
+        return self.hid
+
+    @property
+    def is_deleted(self) -> bool:
+        return self.deleted_at is not None
+
+    @transaction.atomic
+    def soft_delete(self, *, at=None) -> int:
+        """Hide the highlight (never its message, C1) and the relations touching it (C7)."""
+        at = at or timezone.now()
+        if self.deleted_at is None:
+            self.deleted_at = at
+            self.save(update_fields=["deleted_at"])
+        return Relation.objects.touching(self).live().update(deleted_at=at)
+
+    def restore(self) -> bool:
+        """Undo a soft delete (the relations stay as they are; restore them one by one)."""
+        if self.deleted_at is None:
+            return False
+        self.deleted_at = None
+        self.save(update_fields=["deleted_at"])
+        return True
 
 
 class Favourite(models.Model):
@@ -142,6 +174,151 @@ class Experience(models.Model):
     def source_mids(self) -> list[str]:
         return [s.mid for s in self.source_links.all()]
 
+    @property
+    def item_id(self) -> str:
+        return self.eid
+
+    @property
+    def is_deleted(self) -> bool:
+        return self.deleted_at is not None
+
+    @property
+    def is_valid(self) -> bool:
+        """Currently true (C5): live, not invalidated, not flagged."""
+        return self.deleted_at is None and self.invalid_at is None and not self.flagged
+
+    def snapshot(self) -> dict:
+        """The values a history row keeps (C4)."""
+        return {
+            "title": self.title,
+            "content": self.content,
+            "status": self.status,
+            "time_certainty": self.time_certainty,
+            "event_time": self.event_time.isoformat() if self.event_time else None,
+            "invalid_at": self.invalid_at.isoformat() if self.invalid_at else None,
+            "deleted_at": self.deleted_at.isoformat() if self.deleted_at else None,
+            "source_mids": self.source_mids,
+        }
+
+    def record(
+        self, *, action: str, before: dict | None, by=None, actor: str | None = None, reason: str = "", note: dict | None = None
+    ) -> "ExperienceHistory":
+        """Write the history row of one change (C4); `actor` defaults to user when `by` is given."""
+        return ExperienceHistory.objects.create(
+            experience=self,
+            actor=actor or (ExperienceHistory.Actor.USER if by else ExperienceHistory.Actor.SYSTEM),
+            actor_user=by if getattr(by, "pk", None) else None,
+            action=action,
+            before=before,
+            after=self.snapshot() | (note or {}),
+            reason=reason,
+        )
+
+    def _change(self, action: str, fields: dict, *, by, actor, reason) -> bool:
+        """Apply `fields`, save and record history; False (and no row) when nothing changed."""
+        if self.deleted_at is not None:
+            raise ExperienceStateError(f"experience {self.eid} is deleted")
+        if all(getattr(self, k) == v for k, v in fields.items()):
+            return False
+        with transaction.atomic():
+            before = self.snapshot()
+            for k, v in fields.items():
+                setattr(self, k, v)
+            self.save(update_fields=[*fields, "updated_at"])
+            self.record(action=action, before=before, by=by, actor=actor, reason=reason)
+        return True
+
+    def confirm(self, *, by=None, actor: str | None = None, reason: str = "") -> bool:
+        """Candidate (or rejected) → active (C3)."""
+        if self.invalid_at is not None:
+            raise ExperienceStateError(f"experience {self.eid} was invalidated; it cannot be confirmed")
+        return self._change("confirm", {"status": self.Status.ACTIVE}, by=by, actor=actor, reason=reason)
+
+    def reject(self, *, by=None, actor: str | None = None, reason: str = "") -> bool:
+        """Candidate (or active) → rejected (C3); recall never uses rejected ones."""
+        return self._change("reject", {"status": self.Status.REJECTED}, by=by, actor=actor, reason=reason)
+
+    def edit(self, *, by=None, actor: str | None = None, reason: str = "", **changes) -> bool:
+        """Update title/content/event_time/time_certainty/event_time_text, keeping the old values (C4)."""
+        allowed = {"title", "content", "event_time", "event_time_text", "time_certainty"}
+        unknown = set(changes) - allowed
+        if unknown:
+            raise ExperienceStateError(f"cannot edit {', '.join(sorted(unknown))}")
+        return self._change("edit", changes, by=by, actor=actor, reason=reason)
+
+    def invalidate(self, *, by=None, actor: str | None = None, reason: str = "", at=None) -> bool:
+        """It stopped being true (C5): set invalid_at, keep the row and its history."""
+        if self.invalid_at is not None:
+            return False
+        return self._change("invalidate", {"invalid_at": at or timezone.now()}, by=by, actor=actor, reason=reason)
+
+    def revalidate(self, *, by=None, actor: str | None = None, reason: str = "") -> bool:
+        """Undo an invalidation made by mistake."""
+        return self._change("revalidate", {"invalid_at": None}, by=by, actor=actor, reason=reason)
+
+    def merge(self, other: "Experience", *, by=None, actor: str | None = None, reason: str = "", title=None, content=None) -> "Experience":
+        """Fold `other` into this one: sources combined here, `other` invalidated, pointing here (C4)."""
+        if other.pk == self.pk or other.profile_id != self.profile_id:
+            raise ExperienceStateError("merge needs two different experiences of the same profile")
+        if other.deleted_at is not None or self.deleted_at is not None:
+            raise ExperienceStateError("a deleted experience cannot be merged")
+        with transaction.atomic():
+            before = self.snapshot()
+            known = set(self.source_mids)
+            position = self.source_links.count()
+            for link in other.source_links.all():
+                if link.mid not in known:
+                    ExperienceSource.objects.create(
+                        experience=self, mid=link.mid, message=link.message, position=position
+                    )
+                    known.add(link.mid)
+                    position += 1
+            if title is not None:
+                self.title = title
+            if content is not None:
+                self.content = content
+            self.save()
+            why = reason or f"merged {other.eid} into {self.eid}"
+            self.record(action="merge", before=before, by=by, actor=actor, reason=why, note={"merged_from": other.eid})
+            other_before = other.snapshot()
+            other.invalid_at = other.invalid_at or timezone.now()
+            other.save(update_fields=["invalid_at", "updated_at"])
+            other.record(
+                action="merged_into",
+                before=other_before,
+                by=by,
+                actor=actor,
+                reason=f"merged into {self.eid}" + (f": {reason}" if reason else ""),
+                note={"merged_into": self.eid},
+            )
+        return self
+
+    @transaction.atomic
+    def soft_delete(self, *, by=None, actor: str | None = None, reason: str = "", at=None) -> int:
+        """Hide the experience and soft-delete the relations touching it (C7); returns relations hidden."""
+        at = at or timezone.now()
+        if self.deleted_at is None:
+            before = self.snapshot()
+            self.deleted_at = at
+            self.save(update_fields=["deleted_at", "updated_at"])
+            self.record(action="delete", before=before, by=by, actor=actor, reason=reason)
+        return Relation.objects.touching(self).live().update(deleted_at=at)
+
+    def restore(self, *, by=None, actor: str | None = None, reason: str = "") -> bool:
+        """Undo a soft delete."""
+        if self.deleted_at is None:
+            return False
+        with transaction.atomic():
+            before = self.snapshot()
+            self.deleted_at = None
+            self.save(update_fields=["deleted_at", "updated_at"])
+            self.record(action="restore", before=before, by=by, actor=actor, reason=reason)
+        return True
+
+
+class ExperienceStateError(Exception):
+    """The change does not apply to the experience as it is (deleted, invalidated, ...)."""
+
 
 class ExperienceSource(models.Model):
     """One cited message of an experience; `message` is null only for flagged legacy rows."""
@@ -202,6 +379,24 @@ class RelationType(models.TextChoices):
     PART_OF = "part_of", "part of"
 
 
+class RelationQuerySet(ProfileScopedQuerySet):
+    def touching(self, item):
+        """Relations with `item` (a Highlight or an Experience) at either end."""
+        if isinstance(item, Highlight):
+            q = models.Q(from_highlight=item) | models.Q(to_highlight=item)
+        else:
+            q = models.Q(from_experience=item) | models.Q(to_experience=item)
+        return self.filter(q)
+
+    def touching_any(self, *, highlights=(), experiences=()):
+        return self.filter(
+            models.Q(from_highlight__in=highlights)
+            | models.Q(to_highlight__in=highlights)
+            | models.Q(from_experience__in=experiences)
+            | models.Q(to_experience__in=experiences)
+        )
+
+
 class Relation(models.Model):
     """A typed link between two highlights/experiences (C6); the five legacy types."""
 
@@ -231,7 +426,7 @@ class Relation(models.Model):
     legacy_key = models.CharField(max_length=300, blank=True)
     legacy_extra = models.JSONField(default=dict, blank=True)
 
-    objects = ProfileScopedQuerySet.as_manager()
+    objects = RelationQuerySet.as_manager()
 
     class Meta:
         constraints = [
@@ -256,3 +451,25 @@ class Relation(models.Model):
 
     def __str__(self) -> str:
         return f"{self.from_id} -{self.type}-> {self.to_id}"
+
+    @property
+    def source(self):
+        return self.from_highlight or self.from_experience
+
+    @property
+    def target(self):
+        return self.to_highlight or self.to_experience
+
+    def soft_delete(self, *, at=None) -> bool:
+        if self.deleted_at is not None:
+            return False
+        self.deleted_at = at or timezone.now()
+        self.save(update_fields=["deleted_at"])
+        return True
+
+    def restore(self) -> bool:
+        if self.deleted_at is None:
+            return False
+        self.deleted_at = None
+        self.save(update_fields=["deleted_at"])
+        return True

@@ -1,0 +1,51 @@
+"""Forms of the curation pages (C3-C6)."""
+
+import re
+
+from django import forms
+
+from memory.models import Experience, Relation
+
+
+class ExperienceForm(forms.Form):
+    title = forms.CharField(max_length=300)
+    content = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}))
+    source_mids = forms.CharField(
+        label="Source message ids",
+        help_text="One or more message ids (c_…/a_…), separated by spaces or commas.",
+    )
+    event_time = forms.DateTimeField(
+        required=False, label="When it happened", widget=forms.DateTimeInput(attrs={"type": "datetime-local"})
+    )
+    time_certainty = forms.ChoiceField(choices=Experience.TimeCertainty.choices, initial="unknown")
+    confirm = forms.BooleanField(required=False, initial=True, label="It is true (record it as confirmed)")
+
+    def clean_source_mids(self):
+        return [m for m in re.split(r"[\s,]+", self.cleaned_data["source_mids"]) if m]
+
+
+class ExperienceEditForm(forms.Form):
+    title = forms.CharField(max_length=300)
+    content = forms.CharField(widget=forms.Textarea(attrs={"rows": 4}))
+    event_time = forms.DateTimeField(
+        required=False, label="When it happened", widget=forms.DateTimeInput(attrs={"type": "datetime-local"})
+    )
+    time_certainty = forms.ChoiceField(choices=Experience.TimeCertainty.choices)
+    reason = forms.CharField(max_length=500, required=False, label="Why (kept in the history)")
+
+
+class RelationForm(forms.Form):
+    from_id = forms.ChoiceField(label="From")
+    type = forms.ChoiceField(choices=Relation.Type.choices, label="Relation")
+    to_id = forms.ChoiceField(label="To")
+
+    def __init__(self, *args, items=(), **kwargs):
+        super().__init__(*args, **kwargs)
+        choices = [(item.item_id, label_of(item)) for item in items]
+        self.fields["from_id"].choices = choices
+        self.fields["to_id"].choices = choices
+
+
+def label_of(item) -> str:
+    text = item.title if isinstance(item, Experience) else f"“{item.content}”"
+    return (text[:60] + "…") if len(text) > 60 else text
