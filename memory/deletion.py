@@ -20,6 +20,7 @@ from memory.models import (
     ExperienceSource,
     Favourite,
     Highlight,
+    LegacyFragment,
     Message,
     Profile,
     Relation,
@@ -172,6 +173,7 @@ def hard_delete_message(message: Message, *, force: bool = False) -> Deletion:
         Favourite.objects.filter(pk__in=[f.pk for f in plan.favourites]).delete()
         tombs += _delete_highlights(plan.highlights, now)
         tombs.append(_tomb(locked.profile_id, Kind.MESSAGE, locked.mid, now, locked.content_hash, locked.created_at))
+        tombs += _delete_fragments(locked, now)
         remove_messages([locked.pk])
         _forget_attachment_on_commit(locked)
         locked.delete()
@@ -194,6 +196,14 @@ def delete_message(*, profile: Profile, mid: str, hard: bool = False, force: boo
     if hard:
         return message.hard_delete(force=force)
     return Deletion("hidden" if message.hide() else "already_hidden", mid)
+
+
+def _delete_fragments(message: Message, now: datetime) -> list[Tombstone]:
+    """The raw legacy fragments of the line go too, or the old P0-2 leak would come back
+    through export; each leaves a `mem` tombstone under its full legacy key."""
+    fragments = list(LegacyFragment.objects.filter(message=message))
+    LegacyFragment.objects.filter(pk__in=[f.pk for f in fragments]).delete()
+    return [_tomb(message.profile_id, Kind.FRAGMENT, f.key, now, message.content_hash) for f in fragments]
 
 
 def _tomb(profile_id, kind, object_id, now, content_hash="", created_at=None) -> Tombstone:

@@ -1,5 +1,6 @@
 """Hide, delete for good, purge and prune (SPEC D1-D5, D3)."""
 
+import json
 from datetime import timedelta
 
 import pytest
@@ -236,3 +237,21 @@ def test_prune_dry_run_writes_nothing(profile):
     TombstoneFactory(profile=profile, deleted_at=timezone.now() - timedelta(days=500))
     assert prune_tombstones(dry_run=True) == 1
     assert Tombstone.objects.count() == 1
+
+
+def test_a_hard_delete_takes_the_raw_legacy_fragments_of_the_line_too_d2(profile):
+    """P0-2: the old hard delete left the mem: fragment behind; ours leaves only a tombstone."""
+    from memory.interop.export import export_kv
+    from memory.models import LegacyFragment
+
+    message = say(profile, "c_00000000000000f1", "秘密 secret words 🐱")
+    LegacyFragment.objects.create(
+        profile=profile, key="mem:owner:1760968800000_ab", role="user", content="秘密 secret words 🐱",
+        ts=1760968800000, message=message, disposition="merged", fingerprint="x",
+    )
+    delete_message(profile=profile, mid="c_00000000000000f1", hard=True, force=True)
+    assert not LegacyFragment.objects.exists()
+    assert Tombstone.objects.filter(profile=profile, kind="mem", object_id="mem:owner:1760968800000_ab").exists()
+    exported = json.dumps(list(export_kv(profiles=[profile])), ensure_ascii=False)
+    assert "secret words" not in exported and "秘密" not in exported
+    assert "tomb:owner:mem:mem:owner:1760968800000_ab" in exported
