@@ -121,7 +121,7 @@ def _explicit(profile: Profile, slice_: Slice, user_text: str, verdict: Verdict)
         SliceLogEntry.Kind.ANALYZER,
         f"{verdict.kind}: {verdict.reason} ({verdict.source})",
         event="memory_update",
-        kind=verdict.kind,
+        request_kind=verdict.kind,
         source=verdict.source,
     )
     run = start_run(
