@@ -7,7 +7,10 @@ Message shape on group `profile-<pk>`::
      "event": "started|tool|finished|skipped|failed", "run_id": 7, "status": "running|…"}
 """
 
+import contextlib
+import contextvars
 import logging
+from collections.abc import Callable, Iterator
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
@@ -17,6 +20,19 @@ from django.utils import timezone
 from memory.models import EvolutionRun, SliceLogEntry
 
 log = logging.getLogger(__name__)
+_listeners: contextvars.ContextVar[tuple[Callable[[EvolutionRun, dict], None], ...]] = (
+    contextvars.ContextVar("evolution_listeners", default=())
+)
+
+
+@contextlib.contextmanager
+def listening(callback: Callable[[EvolutionRun, dict], None]) -> Iterator[None]:
+    """Also hand every step emitted in this context to `callback` (e.g. a command's output)."""
+    token = _listeners.set((*_listeners.get(), callback))
+    try:
+        yield
+    finally:
+        _listeners.reset(token)
 
 
 def profile_group(profile_id: int) -> str:
@@ -36,6 +52,8 @@ def emit(run: EvolutionRun, event: str, **data) -> dict:
             summary=_summary(run, event, data)[:500],
             data={"run_id": run.pk, **step},
         )
+    for callback in _listeners.get():
+        callback(run, step)
     html = render_to_string(
         f"card/evolution.html#{event if event in PARTIALS else 'tool'}",
         {"run": run, "step": step, "event": event},
