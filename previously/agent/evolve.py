@@ -118,9 +118,13 @@ def _request(run: EvolutionRun) -> str:
 
 def execute_run(run_id: int, *, provider: Provider | None = None) -> EvolutionRun:
     """Carry out one queued run to its end: skipped, changed, unchanged or failed."""
+    # Claim the run: a re-delivered task (or a second worker) finds it taken and stops.
+    claimed = EvolutionRun.objects.filter(pk=run_id, status=EvolutionRun.Status.QUEUED).update(
+        status=EvolutionRun.Status.RUNNING, started_at=timezone.now()
+    )
     run = EvolutionRun.objects.select_related("profile", "slice").get(pk=run_id)
-    if run.status != EvolutionRun.Status.QUEUED:
-        return run  # already carried out (a re-delivered task)
+    if not claimed:
+        return run
     provider = provider or get_provider()
     if provider.offline:
         return skip_run(run, NO_MODEL)
@@ -134,12 +138,10 @@ def execute_run(run_id: int, *, provider: Provider | None = None) -> EvolutionRu
         elif not verdict.worth:
             return skip_run(run, NOTHING_WORTH_KEEPING)
     row = live_card(run.profile)
-    run.status = EvolutionRun.Status.RUNNING
-    run.started_at = timezone.now()
     run.attempts += 1
     run.model_name = agent_model()
     run.card_before = row.text
-    run.save(update_fields=["status", "started_at", "attempts", "model_name", "card_before"])
+    run.save(update_fields=["attempts", "model_name", "card_before"])
     emit(run, "started", trigger=run.trigger, note=_note(run))
     try:
         ctx = tools.Context(

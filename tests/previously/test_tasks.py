@@ -46,3 +46,30 @@ def test_a_task_enqueued_in_a_transaction_starts_after_commit():
         time.sleep(0.01)
     assert result.status == TaskResultStatus.SUCCESSFUL
     backend.close()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_explicit_request_never_delays_the_reply(settings, llm_server, llm_provider):
+    """K11: with the embedded backend, after_reply returns before the slow run finishes."""
+    from memory.models import EvolutionRun
+    from previously.agent.analyzer import after_reply
+    from tests.factories import ProfileFactory, UserFactory
+    from tests.llm_server import Turn
+    from tests.previously.agent.helpers import make_slice
+
+    settings.TASKS = {"default": {"BACKEND": "previously.tasks.ThreadPoolBackend"}}
+    profile = ProfileFactory(user=UserFactory())
+    slice_ = make_slice(profile, closed=False, lines=[("user", "remember I moved")])
+    llm_server.script(Turn(tool_calls=[("finish", {"summary": "Nothing yet."})], delay=1.0))
+
+    started = time.monotonic()
+    verdict = after_reply(profile, slice_, "remember I moved", "Noted!")
+    assert time.monotonic() - started < 0.5
+
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        run = EvolutionRun.objects.get(pk=verdict.run.pk)
+        if run.status not in ("queued", "running"):
+            break
+        time.sleep(0.05)
+    assert run.status == "unchanged"

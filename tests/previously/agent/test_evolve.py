@@ -215,3 +215,32 @@ def test_no_model_configured_records_a_skipped_run(profile):
 
     assert (run.status, run.skip_reason) == (EvolutionRun.Status.SKIPPED, "no model configured")
     assert run.steps[-1]["event"] == "skipped"
+
+
+def test_a_redelivered_run_is_not_carried_out_twice(profile, llm_server, llm_provider):
+    slice_ = make_slice(profile, lines=[("user", "hi")])
+    llm_server.script(Turn(tool_calls=[("finish", {"summary": "Nothing."})]))
+    run = create_run(profile=profile, slice_=slice_, trigger="manual")
+
+    execute_run(run.pk)
+    again = execute_run(run.pk)
+
+    assert again.status == EvolutionRun.Status.UNCHANGED
+    assert len(llm_server.requests) == 1
+
+
+def test_runs_interrupted_by_a_dead_process_are_marked_failed(profile):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from previously.agent.evolve import fail_stale_runs
+
+    run = create_run(profile=profile, slice_=None, trigger="manual")
+    EvolutionRun.objects.filter(pk=run.pk).update(
+        status="running", created_at=timezone.now() - timedelta(hours=1)
+    )
+
+    assert fail_stale_runs() == 1
+    run.refresh_from_db()
+    assert run.status == "failed" and "card is unchanged" in run.error
