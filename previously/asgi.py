@@ -13,9 +13,10 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
+from previously.background import StartsHousekeeping  # noqa: E402
 from previously.routing import websocket_urlpatterns  # noqa: E402
 
-application = ProtocolTypeRouter(
+application = StartsHousekeeping(ProtocolTypeRouter(
     {
         # The embedded setup is one Daphne process, so it serves /static/ itself; a
         # deployment behind a proxy may serve STATIC_ROOT (collectstatic) there instead.
@@ -24,4 +25,4 @@ application = ProtocolTypeRouter(
             AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
         ),
     }
-)
+))

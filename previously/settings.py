@@ -174,3 +174,32 @@ PREVIOUSLY_TOMBSTONE_TTL_DAYS = env_int("PREVIOUSLY_TOMBSTONE_TTL_DAYS", 400)
 # Slices (SPEC S1) and recall (SPEC R4).
 PREVIOUSLY_SLICE_GAP_MINUTES = env_int("PREVIOUSLY_SLICE_GAP_MINUTES", 30)
 PREVIOUSLY_CONTEXT_TOKENS = env_int("PREVIOUSLY_CONTEXT_TOKENS", 1500)
+
+# --- Background tasks (K11, O3) ---------------------------------------------
+# thread: the embedded default, tasks on worker threads of the server process, off the
+# reply path; db: django-tasks-db with a `manage.py db_worker` process (scale-out);
+# immediate: on the caller's thread (tests, debugging — it blocks the caller).
+PREVIOUSLY_TASKS_BACKEND = os.environ.get("PREVIOUSLY_TASKS_BACKEND", "thread").strip().lower()
+_TASK_BACKENDS = {
+    "thread": "previously.tasks.ThreadPoolBackend",
+    "db": "django_tasks_db.DatabaseBackend",
+    "immediate": "django.tasks.backends.immediate.ImmediateBackend",
+}
+if PREVIOUSLY_TASKS_BACKEND not in _TASK_BACKENDS:
+    raise ValueError(f"PREVIOUSLY_TASKS_BACKEND must be one of {', '.join(_TASK_BACKENDS)}")
+if PREVIOUSLY_TASKS_BACKEND == "db":
+    INSTALLED_APPS.append("django_tasks_db")
+TASKS = {
+    "default": {
+        "BACKEND": _TASK_BACKENDS[PREVIOUSLY_TASKS_BACKEND],
+        "OPTIONS": {"MAX_WORKERS": env_int("PREVIOUSLY_TASK_THREADS", 2)}
+        if PREVIOUSLY_TASKS_BACKEND == "thread"
+        else {},
+    }
+}
+
+# The Previously Agent (K3, K10): model calls per evolution run; idle-slice check period
+# in seconds for the server process (0 turns it off; `manage.py close_idle_slices` does
+# the same by hand or from cron).
+PREVIOUSLY_AGENT_MAX_STEPS = env_int("PREVIOUSLY_AGENT_MAX_STEPS", 12)
+PREVIOUSLY_IDLE_CHECK_SECONDS = env_int("PREVIOUSLY_IDLE_CHECK_SECONDS", 60)

@@ -39,3 +39,10 @@ def llm_provider(llm_server, settings):
     reset_provider(provider)
     yield provider
     reset_provider(None)
+
+
+@pytest.fixture(autouse=True)
+def _tasks_run_immediately(settings):
+    # Tests see a task's effects when enqueue returns; the thread pool has its own test.
+    settings.TASKS = {"default": {"BACKEND": "django.tasks.backends.immediate.ImmediateBackend"}}
+    settings.PREVIOUSLY_IDLE_CHECK_SECONDS = 0

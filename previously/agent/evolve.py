@@ -1,0 +1,311 @@
+"""The Previously Agent (K3, K7, K8, K10, K11): a tool-calling loop that edits the card.
+
+`start_run` records a queued run and hands it to the task backend; `execute_run` is the
+task body: (slice-close runs) the analyzer's "worth it?" gate, then the loop — the model
+sees the card with its usage and flags and the slice, proposes tool calls, each goes
+through `memory.card` and its result (accepted, or the refusal text) goes back as the
+tool message — until `finish` or the step limit. The accepted calls are committed in one
+transaction with the slice snapshot (`memory.cards.commit_card`), only on a real change.
+Nothing touches the live card before that commit, so a run that dies mid-way leaves the
+card as it was and is marked failed.
+"""
+
+import logging
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from memory import card as cardlib
+from memory.cards import (
+    commit_card,
+    line_diff,
+    live_card,
+    parse_or_empty,
+    refresh_injected_card,
+    refs_resolver,
+)
+from memory.clock import local_clock
+from memory.models import EvolutionRun, Profile, Slice
+from previously.agent import tools
+from previously.agent.events import emit
+from previously.llm import Provider, ProviderError, get_provider
+from previously.llm.select import agent_model
+
+log = logging.getLogger(__name__)
+
+NO_MODEL = "no model configured"
+NOTHING_WORTH_KEEPING = "nothing worth keeping"
+ANALYZER_FAILED = "analyzer failed — ran anyway"
+RECENT_SLICES = 12
+
+SYSTEM_PROMPT = """You are the Previously Agent. You maintain the "Previously On" card: a compact \
+Markdown briefing about one person that their companion reads before every conversation.
+
+The card has five sections:
+- Identity: Name, Address them as, Pronouns, Alias… (at most 8 lines).
+- Past: one third-person portrait paragraph (at most 2400 characters), plus at most 8 anchor \
+facts — dates, decisions, red lines that will almost certainly still hold in three years.
+- Now: at most 5 hooks about the current state, each with a since date.
+- Horizon: commitments, deadlines, awaited replies, each with a by date. They never expire; \
+only resolve_horizon removes one.
+- Self-model: at most 10 lessons on how to work with this person — deltas on the companion's \
+core directives, never restatements of them.
+
+Rules:
+- You never rewrite the card whole. Edit it only with the tools; every tool validates and \
+answers "accepted: …" or "refused: …" with the reason. After a refusal, fix the call and retry, \
+or drop it.
+- Evidence is required: refs are slice ids like 2026/08/11/1426 (no brackets) of slices that \
+exist. Use read_slice to read a slice, read_card_at to see the card as it was then.
+- Keep only what really matters; correct what is wrong; write in the person's own language.
+- Flagged items need a decision: a stale Now item is promoted (promote_now) or dropped \
+(remove_now); an overdue Horizon item stays until the person says how it went.
+- When you are done — including when nothing needs to change — call finish with one sentence \
+saying what changed and why."""
+
+
+def max_steps() -> int:
+    return settings.PREVIOUSLY_AGENT_MAX_STEPS
+
+
+# --- starting a run --------------------------------------------------------------------------
+
+
+def start_run(
+    *, profile: Profile, slice_: Slice | None, trigger: str, note: str = "", request: str = ""
+) -> EvolutionRun:
+    """Record a queued run and hand it to the task backend (never runs on the caller's path)."""
+    from previously.agent.tasks import evolve_card
+
+    run = create_run(profile=profile, slice_=slice_, trigger=trigger, note=note, request=request)
+    evolve_card.enqueue(run.pk)
+    return run
+
+
+def create_run(
+    *, profile: Profile, slice_: Slice | None, trigger: str, note: str = "", request: str = ""
+) -> EvolutionRun:
+    steps = []
+    if note:
+        steps.append({"at": timezone.now().isoformat(), "event": "note", "note": note})
+    if request:
+        steps.append({"at": timezone.now().isoformat(), "event": "request", "text": request[:1000]})
+    return EvolutionRun.objects.create(profile=profile, slice=slice_, trigger=trigger, steps=steps)
+
+
+def skip_run(run: EvolutionRun, reason: str) -> EvolutionRun:
+    """A run that will not happen is recorded and reported with its reason, never dropped."""
+    run.status = EvolutionRun.Status.SKIPPED
+    run.skip_reason = reason
+    run.finished_at = timezone.now()
+    run.save(update_fields=["status", "skip_reason", "finished_at"])
+    emit(run, "skipped", reason=reason, note=_note(run))
+    return run
+
+
+def _note(run: EvolutionRun) -> str:
+    return "; ".join(s["note"] for s in run.steps if s.get("event") == "note")
+
+
+def _request(run: EvolutionRun) -> str:
+    return next((s["text"] for s in run.steps if s.get("event") == "request"), "")
+
+
+# --- the task body ---------------------------------------------------------------------------
+
+
+def execute_run(run_id: int, *, provider: Provider | None = None) -> EvolutionRun:
+    """Carry out one queued run to its end: skipped, changed, unchanged or failed."""
+    # Claim the run: a re-delivered task (or a second worker) finds it taken and stops.
+    claimed = EvolutionRun.objects.filter(pk=run_id, status=EvolutionRun.Status.QUEUED).update(
+        status=EvolutionRun.Status.RUNNING, started_at=timezone.now()
+    )
+    run = EvolutionRun.objects.select_related("profile", "slice").get(pk=run_id)
+    if not claimed:
+        return run
+    provider = provider or get_provider()
+    if provider.offline:
+        return skip_run(run, NO_MODEL)
+    if run.trigger == EvolutionRun.Trigger.SLICE_CLOSE and run.slice is not None:
+        from previously.agent.analyzer import worth_evolving
+
+        verdict = worth_evolving(run.slice, provider=provider)
+        if verdict.failed:
+            run.steps = [*run.steps, {"at": timezone.now().isoformat(), "event": "note", "note": ANALYZER_FAILED}]
+            run.save(update_fields=["steps"])
+        elif not verdict.worth:
+            return skip_run(run, NOTHING_WORTH_KEEPING)
+    row = live_card(run.profile)
+    run.attempts += 1
+    run.model_name = agent_model()
+    run.card_before = row.text
+    run.save(update_fields=["attempts", "model_name", "card_before"])
+    emit(run, "started", trigger=run.trigger, note=_note(run))
+    try:
+        ctx = tools.Context(
+            profile=run.profile, card=parse_or_empty(row.text), refs_exist=refs_resolver(run.profile)
+        )
+        steps_used = _loop(run, ctx, provider)
+        commit = commit_card(
+            profile=run.profile,
+            base_version=row.version,
+            base_text=row.text,
+            mutations=ctx.accepted,
+            slice_=run.slice,
+            run=run,
+        )
+    except Exception as exc:  # noqa: BLE001 - any failure leaves the card as it was
+        log.warning("evolution run %s failed: %s", run.pk, exc, exc_info=not isinstance(exc, ProviderError))
+        return _fail(run, str(exc) or type(exc).__name__)
+    run.card_after = commit.text
+    run.status = EvolutionRun.Status.CHANGED if commit.changed else EvolutionRun.Status.UNCHANGED
+    run.diff = line_diff(run.card_before, commit.text) if commit.changed else ""
+    run.summary = ctx.summary or (
+        f"stopped after {steps_used} model calls without finishing"
+        if steps_used >= max_steps()
+        else "the agent ended without a summary"
+    )
+    run.finished_at = timezone.now()
+    run.save(update_fields=["card_after", "status", "diff", "summary", "finished_at"])
+    emit(
+        run,
+        "finished",
+        changed=commit.changed,
+        summary=run.summary,
+        rebased=commit.rebased,
+        dropped=commit.dropped,
+        note=_note(run),
+    )
+    if commit.changed and run.trigger == EvolutionRun.Trigger.EXPLICIT and run.slice and run.slice.is_open:
+        refresh_injected_card(run.slice, reason=f"explicit memory request (run {run.pk})")
+    return run
+
+
+def _fail(run: EvolutionRun, error: str) -> EvolutionRun:
+    run.status = EvolutionRun.Status.FAILED
+    run.error = error[:2000]
+    run.finished_at = timezone.now()
+    run.save(update_fields=["status", "error", "finished_at"])
+    emit(run, "failed", error=run.error)
+    return run
+
+
+def fail_stale_runs(*, older_than: timedelta = timedelta(minutes=15)) -> int:
+    """Runs a dead process left queued or running are marked failed; their card is untouched."""
+    cutoff = timezone.now() - older_than
+    stale = EvolutionRun.objects.filter(
+        status__in=[EvolutionRun.Status.QUEUED, EvolutionRun.Status.RUNNING], created_at__lt=cutoff
+    )
+    count = 0
+    for run in stale:
+        with transaction.atomic():
+            updated = EvolutionRun.objects.filter(pk=run.pk, status=run.status).update(
+                status=EvolutionRun.Status.FAILED,
+                error="interrupted before it finished — the card is unchanged",
+                finished_at=timezone.now(),
+            )
+        count += updated
+    return count
+
+
+# --- the loop ---------------------------------------------------------------------------------
+
+
+def _loop(run: EvolutionRun, ctx: tools.Context, provider: Provider) -> int:
+    """Model calls until `finish`, a reply without tool calls, or the step limit."""
+    messages = [
+        {"role": "system", "content": SYSTEM_PROMPT},
+        {"role": "user", "content": briefing(run, ctx.card)},
+    ]
+    offered = tools.schemas()
+    model = agent_model()
+    limit = max_steps()
+    for step in range(1, limit + 1):
+        completion = provider.complete(messages, tools=offered, model=model)
+        if not completion.tool_calls:
+            if completion.content.strip() and ctx.summary is None:
+                ctx.summary = " ".join(completion.content.split())[:300]
+            return step
+        messages.append(
+            {
+                "role": "assistant",
+                "content": completion.content or None,
+                "tool_calls": [
+                    {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                    for c in completion.tool_calls
+                ],
+            }
+        )
+        finished = False
+        for call in completion.tool_calls:
+            if finished:
+                outcome = tools.Outcome(False, "ignored: the run already finished")
+            else:
+                outcome = tools.dispatch(ctx, call.name, call.arguments)
+            messages.append({"role": "tool", "tool_call_id": call.id, "content": outcome.message})
+            emit(
+                run,
+                "tool",
+                tool=call.name,
+                arguments=call.arguments[:2000],
+                accepted=outcome.accepted,
+                result=outcome.message[:1000],
+                step=step,
+            )
+            finished = finished or outcome.finished
+        if finished:
+            return step
+    return limit
+
+
+def briefing(run: EvolutionRun, card: cardlib.Card) -> str:
+    """The run's first user message: trigger, date, card with usage and flags, the slice."""
+    profile = run.profile
+    tz = run.slice.tz if run.slice else "UTC"
+    today = local_clock(timezone.now(), tz).local.date()
+    stored = live_card(profile).text
+    parts = [f"Trigger: {_trigger_line(run)}", f"Today (the person's local date): {today.isoformat()}"]
+    note = _note(run)
+    if note:
+        parts.append(f"Note: {note}")
+    parts.append("Card usage:\n" + cardlib.usage(card))
+    found = cardlib.flags(card, today=today)
+    parts.append("Flagged items:\n" + ("\n".join(f"- {f.message}" for f in found) if found else "(none)"))
+    if cardlib.detect_format(stored) == "legacy":
+        parts.append(
+            "The stored card is in an older format and cannot be edited in place. Rebuild it in "
+            "the v5 sections with the tools (you start from an empty card); keep what still "
+            "matters, with refs to existing slices. The old card:\n<<<\n" + stored + "\n>>>"
+        )
+    else:
+        body = cardlib.render(card) if stored.strip() else "(empty card — nothing recorded yet)"
+        parts.append("Current card:\n" + body)
+    recent = (
+        profile.slices.order_by("-started_at").values_list("key", flat=True)[:RECENT_SLICES]
+    )
+    parts.append(
+        "Recent slices you may cite (newest first): "
+        + (", ".join(k.replace("-", "/") for k in recent) or "(none)")
+    )
+    if run.slice is not None:
+        parts.append(
+            f"Transcript of slice {run.slice.ref} (read_slice for any other):\n"
+            + tools.transcript(run.slice)
+        )
+    parts.append("Edit the card with the tools, then call finish(summary).")
+    return "\n\n".join(parts)
+
+
+def _trigger_line(run: EvolutionRun) -> str:
+    ref = run.slice.ref if run.slice else "—"
+    if run.trigger == EvolutionRun.Trigger.EXPLICIT:
+        asked = _request(run)
+        said = f': "{asked}"' if asked else ""
+        return f"an explicit memory request or correction during slice {ref}{said} — act on it now."
+    if run.trigger == EvolutionRun.Trigger.MIGRATION:
+        return f"format migration of an older card (slice {ref} just ended)."
+    if run.trigger == EvolutionRun.Trigger.SLICE_CLOSE:
+        return f"slice {ref} just ended — review it and keep what matters."
+    return f"a manual review (slice {ref})."

@@ -1,0 +1,201 @@
+"""The Previously Agent's tools: one registry entry per tool (name, schema, handler).
+
+Card mutations come from `memory.card` (their argument names are the schema's
+properties); the read tools and `finish` are the agent's own. Adding a tool (issue 5's
+`propose_experience`) is one `register(...)` call.
+"""
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from memory import card as cardlib
+from memory.card.format import is_ref
+from memory.card.mutations import TOOLS as MUTATIONS
+from memory.card.mutations import tool_arguments
+from memory.models import CardSnapshot, Message, Profile, Slice
+
+REF = {
+    "type": "string",
+    "pattern": r"^\d{4}/\d{2}/\d{2}/\d{4}$",
+    "description": "a slice id YYYY/MM/DD/HHMM",
+}
+DAY = {"type": "string", "pattern": r"^\d{4}-\d{2}-\d{2}$"}
+# The JSON schema of every argument name a tool may take.
+ARGUMENTS: dict[str, dict] = {
+    "field": {"type": "string", "description": "Identity field: Name, Address them as, Pronouns, Alias…"},
+    "value": {"type": "string", "description": "the field's value; empty string clears the line"},
+    "refs": {
+        "type": "array",
+        "items": REF,
+        "minItems": 1,
+        "description": "evidence: slice ids YYYY/MM/DD/HHMM (no brackets); required",
+    },
+    "text": {"type": "string"},
+    "index": {"type": "integer", "minimum": 1, "description": "1-based, as numbered on the card"},
+    "since": {**DAY, "description": "YYYY-MM-DD: since when this is true"},
+    "by": {**DAY, "description": "YYYY-MM-DD: the due date"},
+    "outcome": {"type": "string", "description": "how it was resolved"},
+    "ref": REF,
+    "summary": {"type": "string", "description": "one sentence: what changed and why"},
+}
+
+DESCRIPTIONS = {
+    "set_identity": "Set one Identity line (Name, Address them as, Pronouns, Alias…); max 8 lines.",
+    "set_portrait": "Rewrite the Past portrait: one third-person paragraph, at most 2400 characters.",
+    "add_anchor_fact": "Add an anchor fact to Past (dates, decisions, red lines still true in three years); max 8.",
+    "remove_anchor_fact": "Remove anchor fact number `index` from Past.",
+    "add_now": "Add a Now item: a short hook about the current state, with refs and since date; max 5.",
+    "remove_now": "Drop Now item number `index`.",
+    "promote_now": "Move Now item `index` to Past as an anchor fact worded by `text`.",
+    "add_horizon": "Add a Horizon item: a commitment, deadline or awaited reply, with its by date.",
+    "resolve_horizon": "Resolve Horizon item `index` (the only way one leaves), with its outcome.",
+    "add_lesson": "Add a Self-model lesson on how to work with this person (a delta on the directives); max 10.",
+    "remove_lesson": "Remove Self-model lesson number `index`.",
+    "read_slice": "Read the full transcript of one of this person's slices.",
+    "read_card_at": "Read the card as it was when a given slice ended.",
+    "finish": "End the run with a one-sentence summary of what changed (or why nothing did).",
+}
+
+
+@dataclass
+class Context:
+    """What a run's tools act on; the profile comes from the run, never from arguments."""
+
+    profile: Profile
+    card: cardlib.Card
+    refs_exist: cardlib.RefsResolver
+    accepted: list[tuple[str, dict]] = field(default_factory=list)
+    summary: str | None = None  # set by finish
+
+
+@dataclass(frozen=True)
+class Outcome:
+    accepted: bool
+    message: str
+    mutation: bool = False  # True: the call changed (or tried to change) the card
+    finished: bool = False
+
+
+@dataclass(frozen=True)
+class Tool:
+    name: str
+    description: str
+    arguments: tuple[str, ...]
+    handler: Callable[[Context, dict[str, Any]], Outcome]
+
+    def schema(self) -> dict:
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": {
+                    "type": "object",
+                    "properties": {a: ARGUMENTS[a] for a in self.arguments},
+                    "required": list(self.arguments),
+                    "additionalProperties": False,
+                },
+            },
+        }
+
+
+REGISTRY: dict[str, Tool] = {}
+
+
+def register(tool: Tool) -> Tool:
+    REGISTRY[tool.name] = tool
+    return tool
+
+
+def schemas() -> list[dict]:
+    return [t.schema() for t in REGISTRY.values()]
+
+
+def dispatch(ctx: Context, name: str, raw_arguments: str) -> Outcome:
+    """Run one tool call; bad JSON or an unknown tool is an explanation, never an exception."""
+    tool = REGISTRY.get(name)
+    if tool is None:
+        return Outcome(False, f"unknown tool {name!r} — use one of: {', '.join(REGISTRY)}")
+    try:
+        arguments = json.loads(raw_arguments or "{}")
+    except json.JSONDecodeError as exc:
+        return Outcome(False, f"arguments of {name} are not valid JSON ({exc.msg}) — retry")
+    if not isinstance(arguments, dict):
+        return Outcome(False, f"arguments of {name} must be a JSON object — retry")
+    return tool.handler(ctx, arguments)
+
+
+# --- card mutations, straight from memory.card ---------------------------------------------
+
+
+def _mutation_handler(name: str) -> Callable[[Context, dict], Outcome]:
+    def handle(ctx: Context, arguments: dict) -> Outcome:
+        result = cardlib.apply_tool(ctx.card, name, arguments, refs_exist=ctx.refs_exist)
+        if result.accepted:
+            ctx.card = result.card
+            ctx.accepted.append((name, arguments))
+            return Outcome(True, f"accepted: {result.message}", mutation=True)
+        return Outcome(False, f"refused: {result.message}", mutation=True)
+
+    return handle
+
+
+for _name in MUTATIONS:
+    register(Tool(_name, DESCRIPTIONS[_name], tool_arguments(_name), _mutation_handler(_name)))
+
+
+# --- reading --------------------------------------------------------------------------------
+
+TRANSCRIPT_MAX_CHARS = 12000
+
+
+def _slice_of(ctx: Context, ref: object) -> Slice | None:
+    if not isinstance(ref, str) or not is_ref(ref):
+        return None
+    return Slice.objects.for_profile(ctx.profile).by_ref(ref).first()
+
+
+def transcript(slice_: Slice, *, limit: int = TRANSCRIPT_MAX_CHARS) -> str:
+    """The slice's turns as plain lines, oldest first, cut at `limit` characters."""
+    lines = []
+    for m in Message.objects.in_slice(slice_).live().chronological():
+        when = m.created_at.strftime("%H:%M")
+        lines.append(f"[{when}] {m.speaker}: {m.content}")
+    text = "\n".join(lines) or "(no messages)"
+    if len(text) > limit:
+        text = text[:limit] + f"\n… cut at {limit} characters"
+    return text
+
+
+def _read_slice(ctx: Context, arguments: dict) -> Outcome:
+    ref = arguments.get("ref")
+    slice_ = _slice_of(ctx, ref)
+    if slice_ is None:
+        return Outcome(False, f"refused: no slice {ref!r} for this person — refs look like 2026/08/11/1426")
+    return Outcome(True, f"slice [{slice_.ref}]:\n{transcript(slice_)}")
+
+
+def _read_card_at(ctx: Context, arguments: dict) -> Outcome:
+    ref = arguments.get("ref")
+    slice_ = _slice_of(ctx, ref)
+    if slice_ is None:
+        return Outcome(False, f"refused: no slice {ref!r} for this person — refs look like 2026/08/11/1426")
+    snap = CardSnapshot.objects.filter(profile=ctx.profile, slice=slice_).first()
+    if snap is None:
+        return Outcome(True, f"no card was recorded at the end of [{slice_.ref}]")
+    return Outcome(True, f"card at the end of [{slice_.ref}]:\n{snap.text or '(empty card)'}")
+
+
+def _finish(ctx: Context, arguments: dict) -> Outcome:
+    summary = arguments.get("summary")
+    if not isinstance(summary, str) or not summary.strip():
+        return Outcome(False, "refused: finish needs a one-sentence summary")
+    ctx.summary = " ".join(summary.split())[:300]
+    return Outcome(True, "finished", finished=True)
+
+
+register(Tool("read_slice", DESCRIPTIONS["read_slice"], ("ref",), _read_slice))
+register(Tool("read_card_at", DESCRIPTIONS["read_card_at"], ("ref",), _read_card_at))
+register(Tool("finish", DESCRIPTIONS["finish"], ("summary",), _finish))

@@ -1,0 +1,64 @@
+"""The server process's periodic housekeeping (S1): close idle slices every minute.
+
+Started once per process by the ASGI application on its first connection (never by
+management commands or tests); `manage.py close_idle_slices` does the same by hand.
+"""
+
+import logging
+import threading
+
+from django.conf import settings
+from django.db import close_old_connections, connections
+
+log = logging.getLogger(__name__)
+_started = threading.Event()
+_lock = threading.Lock()
+
+
+def start_idle_check() -> bool:
+    """Start the idle-slice loop once per process; False when off or already running."""
+    period = settings.PREVIOUSLY_IDLE_CHECK_SECONDS
+    if period <= 0 or _started.is_set():
+        return False
+    with _lock:
+        if _started.is_set():
+            return False
+        _started.set()
+    threading.Thread(target=_loop, args=(period,), name="previously-idle-check", daemon=True).start()
+    return True
+
+
+def run_idle_check() -> int:
+    """One pass: close idle slices (each queues its evolution run), fail runs a dead process left."""
+    from previously.agent.evolve import fail_stale_runs
+    from previously.agent.lifecycle import close_idle_slices
+
+    closed = close_idle_slices()
+    failed = fail_stale_runs()
+    if closed or failed:
+        log.info("idle check: closed %d slice(s), marked %d stale run(s) failed", len(closed), failed)
+    return len(closed)
+
+
+def _loop(period: int) -> None:
+    stop = threading.Event()
+    while not stop.wait(period):
+        close_old_connections()
+        try:
+            run_idle_check()
+        except Exception:  # noqa: BLE001 - the next pass retries; the server keeps serving
+            log.exception("idle check failed")
+        finally:
+            connections.close_all()
+
+
+class StartsHousekeeping:
+    """ASGI wrapper: the first connection to this server process starts the idle check."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if not _started.is_set():
+            start_idle_check()
+        return await self.app(scope, receive, send)
