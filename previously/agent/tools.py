@@ -1,19 +1,24 @@
 """The Previously Agent's tools: one registry entry per tool (name, schema, handler).
 
 Card mutations come from `memory.card` (their argument names are the schema's
-properties); the read tools and `finish` are the agent's own. Adding a tool (issue 5's
-`propose_experience`) is one `register(...)` call.
+properties); the read tools, `propose_experience` (issue 5, through memory.curation) and
+`finish` are the agent's own. Adding a tool is one `register(...)` call.
 """
 
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
+
+from django.utils import timezone
+from django.utils.dateparse import parse_date, parse_datetime
 
 from memory import card as cardlib
 from memory.card.format import is_ref
 from memory.card.mutations import TOOLS as MUTATIONS
 from memory.card.mutations import tool_arguments
+from memory.curation import ExperienceRefused, propose_experience
 from memory.models import CardSnapshot, Message, Profile, Slice
 
 REF = {
@@ -39,6 +44,16 @@ ARGUMENTS: dict[str, dict] = {
     "outcome": {"type": "string", "description": "how it was resolved"},
     "ref": REF,
     "summary": {"type": "string", "description": "one sentence: what changed and why"},
+    "title": {"type": "string", "description": "a short title"},
+    "content": {"type": "string", "description": "what happened, in one or two sentences"},
+    "source_mids": {
+        "type": "array",
+        "items": {"type": "string"},
+        "minItems": 1,
+        "description": "ids of the archived messages it rests on, as shown in read_slice: (c_…) / (a_…)",
+    },
+    "event_time": {"type": "string", "description": "when it happened, YYYY-MM-DD or ISO time; empty if unknown"},
+    "time_certainty": {"type": "string", "enum": ["exact", "approximate", "unknown"]},
 }
 
 DESCRIPTIONS = {
@@ -55,6 +70,8 @@ DESCRIPTIONS = {
     "remove_lesson": "Remove Self-model lesson number `index`.",
     "read_slice": "Read the full transcript of one of this person's slices.",
     "read_card_at": "Read the card as it was when a given slice ended.",
+    "propose_experience": "Propose a candidate experience (an event in the person's life) citing the messages it "
+    "rests on; the person or an admin confirms it later.",
     "finish": "End the run with a one-sentence summary of what changed (or why nothing did).",
 }
 
@@ -162,7 +179,7 @@ def transcript(slice_: Slice, *, limit: int = TRANSCRIPT_MAX_CHARS) -> str:
     lines = []
     for m in Message.objects.in_slice(slice_).live().chronological():
         when = m.created_at.strftime("%H:%M")
-        lines.append(f"[{when}] {m.speaker}: {m.content}")
+        lines.append(f"[{when}] ({m.mid}) {m.speaker}: {m.content}")
     text = "\n".join(lines) or "(no messages)"
     if len(text) > limit:
         text = text[:limit] + f"\n… cut at {limit} characters"
@@ -199,3 +216,44 @@ def _finish(ctx: Context, arguments: dict) -> Outcome:
 register(Tool("read_slice", DESCRIPTIONS["read_slice"], ("ref",), _read_slice))
 register(Tool("read_card_at", DESCRIPTIONS["read_card_at"], ("ref",), _read_card_at))
 register(Tool("finish", DESCRIPTIONS["finish"], ("summary",), _finish))
+
+
+def _propose_experience(ctx: Context, arguments: dict) -> Outcome:
+    """Issue 5 (C3): a candidate, never a fact; every source mid must be live in this profile."""
+    event_time = None
+    raw_time = arguments.get("event_time") or ""
+    if raw_time:
+        event_time = parse_datetime(raw_time) or _day(raw_time)
+        if event_time is None:
+            return Outcome(False, f"refused: event_time {raw_time!r} is not YYYY-MM-DD or an ISO time")
+        if timezone.is_naive(event_time):
+            event_time = timezone.make_aware(event_time, UTC)
+    try:
+        experience = propose_experience(
+            profile=ctx.profile,
+            title=str(arguments.get("title") or ""),
+            content=str(arguments.get("content") or ""),
+            source_mids=[str(m) for m in arguments.get("source_mids") or []],
+            event_time=event_time,
+            time_certainty=str(arguments.get("time_certainty") or "unknown"),
+            actor="agent",
+            reason="proposed by the Previously Agent",
+        )
+    except ExperienceRefused as exc:
+        return Outcome(False, f"refused: {exc}")
+    return Outcome(True, f"accepted: candidate experience {experience.eid} recorded for review")
+
+
+def _day(text: str) -> datetime | None:
+    day = parse_date(text)
+    return datetime(day.year, day.month, day.day) if day else None
+
+
+register(
+    Tool(
+        "propose_experience",
+        DESCRIPTIONS["propose_experience"],
+        ("title", "content", "source_mids", "event_time", "time_certainty"),
+        _propose_experience,
+    )
+)

@@ -27,6 +27,7 @@ TOOL_NAMES = [
     "read_slice",
     "read_card_at",
     "finish",
+    "propose_experience",
 ]
 REF = "2026/08/17/0515"
 
@@ -244,3 +245,28 @@ def test_runs_interrupted_by_a_dead_process_are_marked_failed(profile):
     assert fail_stale_runs() == 1
     run.refresh_from_db()
     assert run.status == "failed" and "card is unchanged" in run.error
+
+
+def test_the_agent_proposes_a_candidate_experience_citing_real_messages_c3(profile, llm_server, llm_provider):
+    from memory.models import Experience
+
+    slice_ = make_slice(profile, lines=[("user", "我上周去杭州爬了宝石山 🏔")])
+    mid = slice_.messages.get().mid
+    llm_server.script(
+        Turn(tool_calls=[("propose_experience", {"title": "爬宝石山", "content": "上周在杭州爬了宝石山",
+                                                 "source_mids": ["c_ffffffffffffffff"], "event_time": "",
+                                                 "time_certainty": "approximate"})]),
+        Turn(tool_calls=[("propose_experience", {"title": "爬宝石山", "content": "上周在杭州爬了宝石山",
+                                                 "source_mids": [mid], "event_time": "2026-08-10",
+                                                 "time_certainty": "approximate"})]),
+        Turn(tool_calls=[("finish", {"summary": "Proposed the hike as an experience."})]),
+    )
+
+    execute_run(create_run(profile=profile, slice_=slice_, trigger="manual").pk)
+
+    assert "c_ffffffffffffffff" in tool_messages(llm_server.requests[1])[0]
+    assert tool_messages(llm_server.requests[1])[0].startswith("refused: ")
+    experience = Experience.objects.get(profile=profile)
+    assert (experience.status, experience.title, experience.source_mids) == ("candidate", "爬宝石山", [mid])
+    assert experience.event_time.date().isoformat() == "2026-08-10"
+    assert experience.history.get().actor == "agent"
