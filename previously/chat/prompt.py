@@ -19,7 +19,7 @@ _ZERO_WIDTH = re.compile("[\u00ad\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\u
 # "<" and ">" and their look-alikes (full-width, small, CJK brackets, guillemets, math).
 _ANGLE_RUN = re.compile("[<＜﹤〈《⟨‹«❮❬⟪〈]{3,}|[>＞﹥〉》⟩›»❯❭⟫〉]{3,}")
 PREFIX_CACHE_SIZE = 512
-_prefix_cache: OrderedDict[tuple[int, str], str] = OrderedDict()
+_prefix_cache: OrderedDict[tuple, str] = OrderedDict()
 
 
 def neutralise(text: str) -> str:
@@ -117,7 +117,9 @@ def words_for(profile: Profile) -> Words:
 
 def stable_prefix(*, profile: Profile, slice_: Slice, card_text: str) -> str:
     """Constitution → card → safety boundary; cached per slice so it never changes within one."""
-    key = (slice_.pk, slice_.key)
+    # The card text is frozen per slice (K9), so keying on it costs no stability; the persona
+    # is not in the key: an edit mid-slice takes effect with the next slice.
+    key = (slice_.pk, slice_.started_at, profile.language, card_text)
     cached = _prefix_cache.get(key)
     if cached is not None:
         _prefix_cache.move_to_end(key)

@@ -9,6 +9,7 @@ import logging
 import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from datetime import datetime
 
 from channels.db import database_sync_to_async
 from django.db import transaction
@@ -133,11 +134,13 @@ def injected_card(profile: Profile, slice_: Slice) -> str:
     return text
 
 
-def prepare(profile: Profile, user_message: Message, *, local_time: str | None = None) -> Prepared:
+def prepare(
+    profile: Profile, user_message: Message, *, local_time: str | None = None, now: datetime | None = None
+) -> Prepared:
     """Recall and the provider request for a reply to `user_message` (constant queries, O2)."""
     profile = Profile.objects.get(pk=profile.pk)  # persona/language may have changed
     slice_ = Slice.objects.get(pk=user_message.slice_id)
-    clock = local_clock(timezone.now(), user_message.tz or None, local_time)
+    clock = local_clock(now or timezone.now(), user_message.tz or None, local_time)
     recent = list(
         Message.objects.live()
         .in_slice(slice_)

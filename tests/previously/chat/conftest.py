@@ -63,3 +63,13 @@ def profile(user):
     from tests.factories import ProfileFactory
 
     return ProfileFactory(user=user, key="owner", language="en")
+
+
+@pytest.fixture(autouse=True)
+def _fresh_prefix_cache():
+    """Database rows (and their pks) are reused between tests; the per-slice cache is not."""
+    from previously.chat import prompt
+
+    prompt._prefix_cache.clear()
+    yield
+    prompt._prefix_cache.clear()
