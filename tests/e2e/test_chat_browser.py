@@ -12,8 +12,10 @@ import re
 
 import pytest
 from channels.testing import ChannelsLiveServerTestCase
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.hashers import PBKDF2PasswordHasher
+from django.db import connections
 
 from memory.models import Message
 from previously.llm import reset_provider
@@ -29,11 +31,17 @@ class ChatInTheBrowser(ChannelsLiveServerTestCase):
     def setUpClass(cls):
         cls.llm = FakeLLMServer().start()
         reset_provider(OpenAICompatible(base_url=cls.llm.base_url, api_key="", model="fake-model"))
+        # Channels points the server at TEST["NAME"] or "test_" + NAME; on PostgreSQL NAME is
+        # already the test database by now (-> "test_test_…"), so name it explicitly.
+        test = settings.DATABASES["default"].setdefault("TEST", {})
+        cls._test_name = test.get("NAME")
+        test["NAME"] = connections["default"].settings_dict["NAME"]
         super().setUpClass()
 
     @classmethod
     def tearDownClass(cls):
         super().tearDownClass()
+        settings.DATABASES["default"]["TEST"]["NAME"] = cls._test_name
         reset_provider(None)
         cls.llm.stop()
 
