@@ -28,6 +28,19 @@ TOP_HIGHLIGHTS, TOP_ACTIVE, TOP_CANDIDATES = 3, 3, 2  # SPEC R3
 ITEM_OVERHEAD_TOKENS = 12  # labels around each item in the prompt (speaker, time, id)
 RRF_K = 60
 
+# Query words too common to carry meaning (BENCH.md §1's BM25 row uses English stop words).
+# Dropping them also keeps the index from scoring most of the archive for "the" or "我们".
+STOP_WORDS = frozenset(
+    """a about above after again all am an and any are as at be because been before being
+    below between both but by can could did do does doing down during each few for from further
+    had has have having he her here hers herself him himself his how i if in into is it its itself
+    just me more most my myself no nor not now of off on once only or other our ours ourselves out
+    over own same she should so some such than that the their theirs them themselves then there
+    these they this those through to too under until up very was we were what when where which
+    while who whom why will with would you your yours yourself yourselves im ive dont s t
+    我们 你们 他们 什么 怎么 这个 那个 一个 没有 就是 还是 可以 因为 所以 但是 如果 已经 自己 现在 时候 知道 觉得 一下 是不 不是 的话 了吗""".split()
+)
+
 # Phrases that ask about a day: (pattern, first day offset, last day offset), offsets from today.
 _DAY_PHRASES = (
     (r"day before yesterday|前天", -2, -2),
@@ -83,7 +96,7 @@ def recall(
     """
     budget = settings.PREVIOUSLY_CONTEXT_TOKENS if budget is None else budget
     hint, content_query = time_hint(query, now)
-    tokens = tokenize(content_query)
+    tokens = [t for t in tokenize(content_query) if t not in STOP_WORDS]
     fragments = _rank_messages(profile, tokens, hint, set(exclude_ids))
     query_tokens = set(tokens)
     highlights = _top(

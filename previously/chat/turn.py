@@ -12,7 +12,6 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from channels.db import database_sync_to_async
-from django.db import transaction
 from django.template.loader import render_to_string
 from django.utils import timezone
 
@@ -172,12 +171,11 @@ def store_reply(
     status: str, message_type: str = Message.Type.TEXT,
 ) -> tuple[Message, list[Highlight]]:
     """Archive the cleaned reply and act on its [[fav:]] markers (A5, C2)."""
-    with transaction.atomic():
-        reply = archive_message(
-            profile=profile, mid=mid, speaker=Message.Speaker.ASSISTANT, content=content,
-            raw_content=raw if raw != content else "", status=status, message_type=message_type,
-            tz=user_message.tz or None,
-        ).message
+    reply = archive_message(
+        profile=profile, mid=mid, speaker=Message.Speaker.ASSISTANT, content=content,
+        raw_content=raw if raw != content else "", status=status, message_type=message_type,
+        tz=user_message.tz or None,
+    ).message
     highlights = []
     if favs:
         conversation = list(
