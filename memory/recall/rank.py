@@ -133,7 +133,8 @@ def _rank_messages(profile, tokens, hint, exclude) -> list[Message]:
     hits = search(profile_id=profile.pk, tokens=tokens, limit=SEARCH_LIMIT)
     score = {h.message_id: h.score for h in hits}
     live = Message.objects.for_profile(profile).live().exclude(message_type=Message.Type.SYSTEM)
-    found = {m.pk: m for m in live.filter(pk__in=list(score)).exclude(pk__in=exclude)} if score else {}
+    # No ORDER BY: with one, SQLite may walk the (profile, created_at) index over the whole archive.
+    found = {m.pk: m for m in live.filter(pk__in=list(score)).exclude(pk__in=exclude).order_by()} if score else {}
     by_relevance = sorted(
         found.values(), key=lambda m: (-round(score[m.pk], 9), -m.created_at.timestamp(), -m.pk)
     )
