@@ -16,13 +16,15 @@ from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: 
 from previously.background import StartsHousekeeping  # noqa: E402
 from previously.routing import websocket_urlpatterns  # noqa: E402
 
-application = StartsHousekeeping(ProtocolTypeRouter(
-    {
-        # The embedded setup is one Daphne process, so it serves /static/ itself; a
-        # deployment behind a proxy may serve STATIC_ROOT (collectstatic) there instead.
-        "http": ASGIStaticFilesHandler(django_asgi_app),
-        "websocket": AllowedHostsOriginValidator(
-            AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
-        ),
-    }
-))
+application = StartsHousekeeping(
+    ProtocolTypeRouter(
+        {
+            # `make run` is plain Daphne, one process: it serves /static/ itself from the
+            # finders; a proxy in front may serve STATIC_ROOT (collectstatic) at scale.
+            "http": ASGIStaticFilesHandler(django_asgi_app),
+            "websocket": AllowedHostsOriginValidator(
+                AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
+            ),
+        }
+    )
+)

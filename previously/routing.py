@@ -1,3 +1,9 @@
-"""Websocket routes (the chat consumer is added by the chat package)."""
+"""Websocket routes."""
 
-websocket_urlpatterns: list = []
+from django.urls import path
+
+from previously.chat.consumers import ChatConsumer
+
+websocket_urlpatterns: list = [
+    path("ws/chat/<str:profile_key>/", ChatConsumer.as_asgi()),  # the chat turn (issue 3)
+]

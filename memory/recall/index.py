@@ -12,15 +12,21 @@ from django.db import connection
 from memory.models import Message, RecallDocument
 from memory.recall.tokenize import tokenize
 
+MAX_TOKEN_CHARS = 64  # longer "words" (URLs, base64…) are cut: PostgreSQL refuses lexemes > 2047 bytes
+
 
 def _pkey(profile_id: int) -> str:
     return f"p{profile_id}"
 
 
+def _indexable(tokens) -> list[str]:
+    return [t[:MAX_TOKEN_CHARS] for t in tokens]
+
+
 def index_messages(messages: Iterable[Message]) -> int:
     """Add (or refresh) the live messages among `messages`; returns how many were indexed."""
     docs = [
-        RecallDocument(message_id=m.pk, profile_id=m.profile_id, tokens=" ".join(tokenize(m.content)))
+        RecallDocument(message_id=m.pk, profile_id=m.profile_id, tokens=" ".join(_indexable(tokenize(m.content))))
         for m in messages
         if m.deleted_at is None
     ]
@@ -68,7 +74,7 @@ class Hit:
 
 def search(*, profile_id: int, tokens: Sequence[str], limit: int) -> list[Hit]:
     """The best `limit` messages of one profile for these query tokens, by the index's relevance."""
-    terms = sorted(set(tokens))
+    terms = sorted(set(_indexable(tokens)))
     if not terms or limit <= 0:
         return []
     if connection.vendor == "sqlite":

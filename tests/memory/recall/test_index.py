@@ -89,3 +89,9 @@ def test_the_index_is_written_with_the_archive_write():
     profile = ProfileFactory()
     message = _say(profile, 1, "emoji 🐱 and 中文 together")
     assert RecallDocument.objects.get(message=message).tokens == "emoji and 中文 together"
+
+
+def test_a_very_long_word_is_archived_and_found_by_its_start():
+    profile = ProfileFactory()
+    message = _say(profile, 1, "link " + "x" * 4000)  # PostgreSQL refuses lexemes over 2047 bytes
+    assert _ids(profile, "x" * 4000) == [message.pk]

@@ -1,0 +1,1 @@
+"""The chat: page, websocket turn, recall-backed prompt assembly (issue 3)."""

@@ -1,0 +1,307 @@
+"""The turn (DESIGN "The turn"): archive → recall → prompt → stream → archive → markers.
+
+The consumer only parses frames and hands them here with a `send(html)` coroutine;
+every frame sent is a rendered partial of chat.html swapped out-of-band by htmx.
+Database work runs in the small sync helpers below, through database_sync_to_async.
+"""
+
+import logging
+import secrets
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime
+
+from channels.db import database_sync_to_async
+from django.template.loader import render_to_string
+from django.utils import timezone
+
+from memory.archive import MidConflict, archive_message
+from memory.clock import LocalClock, local_clock
+from memory.curation import HighlightRefused, add_highlight
+from memory.models import Card, Highlight, Message, Profile, Slice
+from memory.models.archive import USER_MID_RE
+from memory.recall import recall
+from memory.recall.rank import Recalled
+from previously.chat import markers, prompt
+from previously.llm import ProviderError, get_provider
+
+log = logging.getLogger(__name__)
+
+Send = Callable[[str], Awaitable[None]]
+RECENT_TURNS = 12  # messages of the current slice replayed as chat turns (bounded, O2)
+MAX_TEXT = 8000  # characters in one user message
+
+
+class BadFrame(ValueError):
+    """The browser sent something we cannot take; the message says what."""
+
+
+@dataclass(frozen=True)
+class UserFrame:
+    mid: str
+    text: str
+    local_time: str | None
+    tz: str | None
+
+    @classmethod
+    def parse(cls, data: dict) -> "UserFrame":
+        mid = str(data.get("mid") or "")
+        text = str(data.get("text") or "")
+        if not USER_MID_RE.match(mid):
+            raise BadFrame("invalid message id: expected c_ and 16 hex digits")
+        if not text.strip():
+            raise BadFrame("empty message")
+        if len(text) > MAX_TEXT:
+            raise BadFrame(f"message too long ({len(text)} characters, limit {MAX_TEXT})")
+        return cls(mid=mid, text=text, local_time=data.get("local_time") or None, tz=data.get("tz") or None)
+
+
+@dataclass
+class Prepared:
+    profile: Profile
+    slice: Slice
+    clock: LocalClock
+    recalled: Recalled
+    messages: list[dict]  # the provider request
+
+
+def assistant_mid() -> str:
+    """SPEC A2: a_<epoch ms>_<short id>."""
+    return f"a_{int(timezone.now().timestamp() * 1000)}_{secrets.token_hex(4)}"
+
+
+# --- rendering ---------------------------------------------------------------------------
+
+def render(partial: str, **context) -> str:
+    return render_to_string(f"chat.html#{partial}", context)
+
+
+def render_message(
+    message: Message, *, lang: str, oob: str = "true", notice: str = "", reply_to: str = "", error: str = ""
+) -> str:
+    can_retry = message.status == Message.Status.FAILED and bool(reply_to)
+    return render(
+        "message", message=message, lang=lang, oob=oob, notice=notice, reply_to=reply_to,
+        can_retry=can_retry, error=error,
+    )
+
+
+def notice(text: str, *, level: str = "error") -> str:
+    return render("notice", text=text, level=level)
+
+
+# --- database helpers (sync) -----------------------------------------------------------------
+
+@database_sync_to_async
+def _archive_user(profile: Profile, frame: UserFrame):
+    return archive_message(
+        profile=profile, mid=frame.mid, speaker=Message.Speaker.USER, content=frame.text,
+        tz=frame.tz, local_time=frame.local_time,
+    )
+
+
+@database_sync_to_async
+def _reply_after(user_message: Message) -> Message | None:
+    """The reply that already follows this user message in its slice, if any (resends)."""
+    after = (
+        Message.objects.live()
+        .in_slice(user_message.slice_id)
+        .filter(created_at__gte=user_message.created_at)
+        .exclude(pk=user_message.pk)
+        .order_by("created_at", "id")
+        .first()
+    )
+    return after if after is not None and after.speaker == Message.Speaker.ASSISTANT else None
+
+
+@database_sync_to_async
+def _user_message(profile: Profile, mid: str) -> Message | None:
+    return (
+        Message.objects.for_profile(profile).live()
+        .filter(mid=mid, speaker=Message.Speaker.USER).select_related("slice").first()
+    )
+
+
+def injected_card(profile: Profile, slice_: Slice) -> str:
+    """The card as frozen into the slice (K9); frozen from the live card on the slice's first turn."""
+    if slice_.injected_card:
+        return slice_.injected_card
+    text = Card.objects.filter(profile=profile).values_list("text", flat=True).first() or ""
+    if text:
+        slice_.injected_card = text
+        slice_.save(update_fields=["injected_card"])
+    return text
+
+
+def prepare(
+    profile: Profile, user_message: Message, *, local_time: str | None = None, now: datetime | None = None
+) -> Prepared:
+    """Recall and the provider request for a reply to `user_message` (constant queries, O2)."""
+    profile = Profile.objects.get(pk=profile.pk)  # persona/language may have changed
+    slice_ = Slice.objects.get(pk=user_message.slice_id)
+    clock = local_clock(now or timezone.now(), user_message.tz or None, local_time)
+    recent = list(
+        Message.objects.live()
+        .in_slice(slice_)
+        .filter(status=Message.Status.COMPLETE, created_at__lte=user_message.created_at)
+        .exclude(pk=user_message.pk)
+        .exclude(message_type=Message.Type.SYSTEM)
+        .order_by("-created_at", "-id")[:RECENT_TURNS]
+    )[::-1]
+    recalled = recall(
+        profile=profile,
+        query=user_message.content,
+        now=clock.local,
+        exclude_ids=[user_message.pk, *(m.pk for m in recent)],
+    )
+    messages = prompt.chat_messages(
+        profile=profile,
+        slice_=slice_,
+        card_text=injected_card(profile, slice_),
+        clock=clock,
+        recalled=recalled,
+        recent=recent,
+        user_text=user_message.content,
+    )
+    return Prepared(profile=profile, slice=slice_, clock=clock, recalled=recalled, messages=messages)
+
+
+def store_reply(
+    profile: Profile, user_message: Message, *, mid: str, raw: str, content: str, favs: list[str],
+    status: str, message_type: str = Message.Type.TEXT,
+) -> tuple[Message, list[Highlight]]:
+    """Archive the cleaned reply and act on its [[fav:]] markers (A5, C2)."""
+    reply = archive_message(
+        profile=profile, mid=mid, speaker=Message.Speaker.ASSISTANT, content=content,
+        raw_content=raw if raw != content else "", status=status, message_type=message_type,
+        tz=user_message.tz or None,
+    ).message
+    highlights = []
+    if favs:
+        conversation = list(
+            Message.objects.live().in_slice(reply.slice_id).order_by("-created_at", "-id")[: RECENT_TURNS * 2]
+        )
+        for text in favs:
+            try:
+                highlights.append(
+                    add_highlight(profile=profile, text=text, source=Highlight.Source.ASSISTANT, candidates=conversation)
+                )
+            except HighlightRefused as refused:
+                log.info("ignored [[fav:]] marker of %s: %s", mid, refused.reason)
+    return reply, highlights
+
+
+def offline_reply(profile: Profile, recalled: Recalled) -> str:
+    """L2: an answer quoting remembered lines with their dates, clearly not from a model."""
+    zh = profile.language == "zh"
+    lines = recalled.fragments[:3]
+    if not lines:
+        return (
+            "离线模式——没有配置模型。你的消息已保存；我的记忆里还没有找到相关的内容。"
+            if zh
+            else "Offline — no model configured. Your message is saved; I found nothing related in your memory yet."
+        )
+    head = "离线模式——没有配置模型。以下是你的记忆：" if zh else "Offline — no model configured. From your memory:"
+    who = {Message.Speaker.USER: "你" if zh else "you", Message.Speaker.ASSISTANT: "伙伴" if zh else "companion"}
+    quoted = [
+        f"· {m.local_day_key or m.created_at.date().isoformat()} {who.get(m.speaker, m.speaker)}："
+        f"「{m.content}」" if zh else
+        f"· {m.local_day_key or m.created_at.date().isoformat()}, {who.get(m.speaker, m.speaker)}: “{m.content}”"
+        for m in lines
+    ]
+    return "\n".join([head, *quoted])
+
+
+# --- the turn (async) ------------------------------------------------------------------------
+
+async def handle_send(profile: Profile, data: dict, send: Send) -> None:
+    """A user message from the page: archive it (idempotent by mid), then reply."""
+    lang = profile.language
+    try:
+        frame = UserFrame.parse(data)
+    except BadFrame as exc:
+        await send(notice(str(exc)))
+        return
+    try:
+        archived = await _archive_user(profile, frame)
+    except MidConflict as exc:
+        await send(render("gone", target=f"msg-{frame.mid}") + notice(
+            f"mid_conflict: {exc.mid} is already stored with different text; nothing was changed."
+        ))
+        return
+    except Exception:
+        log.exception("archiving user message %s failed", frame.mid)
+        await send(notice("Your message could not be saved. Nothing was sent; try again."))
+        return
+    user_message = archived.message
+    await send(render_message(user_message, lang=lang))
+    if not archived.created:
+        existing = await _reply_after(user_message)
+        if existing is not None:  # a resend after a reconnect: show what is stored, write nothing
+            await send(render_message(existing, lang=lang, reply_to=user_message.mid))
+            return
+    await reply_to(profile, user_message, send, local_time=frame.local_time)
+
+
+async def handle_retry(profile: Profile, data: dict, send: Send) -> None:
+    """A new reply attempt for a user message whose reply failed (L3)."""
+    user_message = await _user_message(profile, str(data.get("mid") or ""))
+    if user_message is None:
+        await send(notice("That message is no longer in the archive."))
+        return
+    if data.get("failed"):
+        await send(render("gone", target=f"retry-{data['failed']}"))
+    await reply_to(profile, user_message, send)
+
+
+async def reply_to(profile: Profile, user_message: Message, send: Send, *, local_time: str | None = None) -> None:
+    """Recall, prompt, stream the reply into the page, archive it, act on its markers."""
+    lang = profile.language
+    umid = user_message.mid
+    provider = get_provider()
+    prepared = await database_sync_to_async(prepare)(profile, user_message, local_time=local_time)
+    lang = prepared.profile.language
+    await send(render("reply_start", umid=umid, lang=lang, offline=provider.offline))
+    cleaner = markers.StreamCleaner()
+    error = ""
+    if provider.offline:
+        text = await database_sync_to_async(offline_reply)(prepared.profile, prepared.recalled)
+        cleaner.feed(text)
+        await send(render("token", umid=umid, text=text))
+    else:
+        try:
+            async for chunk in provider.astream(prepared.messages):
+                visible = cleaner.feed(chunk)
+                if visible:
+                    await send(render("token", umid=umid, text=visible))
+        except ProviderError as exc:
+            error = str(exc)
+        except Exception as exc:  # anything else from the model path is a model failure too
+            log.exception("model failure replying to %s", umid)
+            error = f"the model failed: {exc.__class__.__name__}"
+        rest = cleaner.finish()
+        if rest and not error:
+            await send(render("token", umid=umid, text=rest))
+    content, favs = markers.clean(cleaner.raw)
+    if error:
+        favs = []  # a failed reply's markers are not acted on
+    status = Message.Status.FAILED if error else Message.Status.COMPLETE
+    kind = Message.Type.SYSTEM if provider.offline else Message.Type.TEXT
+    mid = assistant_mid()
+    note = ""
+    try:
+        reply, _ = await database_sync_to_async(store_reply)(
+            prepared.profile, user_message, mid=mid, raw=cleaner.raw, content=content, favs=favs,
+            status=status, message_type=kind,
+        )
+    except Exception:
+        # A3: the reply is still delivered, with a visible notice.
+        log.exception("archiving reply %s failed", mid)
+        reply = Message(
+            profile=prepared.profile, slice=prepared.slice, mid=mid, speaker=Message.Speaker.ASSISTANT,
+            content=content, status=status, message_type=kind, created_at=timezone.now(), tz=user_message.tz,
+        )
+        note = "unsaved"
+    if error:
+        log.warning("reply to %s failed: %s", umid, error)
+    await send(render_message(reply, lang=lang, oob=f"outerHTML:#reply-{umid}", notice=note, reply_to=umid, error=error))

@@ -1,0 +1,115 @@
+"""The chat page (function views branching on request.htmx, STYLE 5-7)."""
+
+from django.contrib.auth.decorators import login_required
+from django.db.models import Q
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+from django_htmx.http import HttpResponseClientRedirect
+
+from memory.models import Message, Profile, Slice
+from memory.models.archive import DEFAULT_PROFILE_KEY
+from previously.llm import get_provider
+
+PAGE_SIZE = 30
+SESSION_KEY = "profile_key"
+
+
+def current_profile(request) -> Profile:
+    """The profile kept in the session; the user's `owner` profile is made on first visit."""
+    profiles = Profile.objects.for_user(request.user)
+    key = request.session.get(SESSION_KEY)
+    profile = profiles.filter(key=key).first() if key else None
+    if profile is None:
+        profile = profiles.filter(key=DEFAULT_PROFILE_KEY).first() or profiles.order_by("key").first()
+    if profile is None:
+        language = "zh" if (getattr(request, "LANGUAGE_CODE", "") or "").startswith("zh") else "en"
+        profile, _ = Profile.objects.get_or_create(
+            user=request.user, key=DEFAULT_PROFILE_KEY, defaults={"language": language}
+        )
+    if request.session.get(SESSION_KEY) != profile.key:
+        request.session[SESSION_KEY] = profile.key
+    return profile
+
+
+def archive_page(profile: Profile, *, before: str | None = None) -> tuple[list[Message], str | None]:
+    """Up to PAGE_SIZE live lines before the line `before` (keyset on created_at, id), oldest first,
+    and the mid to ask for the next older page (None when there is none)."""
+    lines = Message.objects.for_profile(profile).live()
+    if before:
+        anchor = lines.filter(mid=before).values("created_at", "id").first()
+        if anchor is None:
+            return [], None
+        lines = lines.filter(
+            Q(created_at__lt=anchor["created_at"]) | Q(created_at=anchor["created_at"], id__lt=anchor["id"])
+        )
+    rows = list(lines.order_by("-created_at", "-id")[: PAGE_SIZE + 1])
+    more = len(rows) > PAGE_SIZE
+    page = rows[:PAGE_SIZE][::-1]
+    _mark_retryable(page)
+    return page, (page[0].mid if more and page else None)
+
+
+def _mark_retryable(page: list[Message]) -> None:
+    """A failed reply offers retry when its user line is on the page and no reply followed it."""
+    last_user = ""
+    for i, message in enumerate(page):
+        message.reply_to, message.can_retry = "", False
+        if message.speaker == Message.Speaker.USER:
+            last_user = message.mid
+        elif message.status == Message.Status.FAILED and last_user:
+            following = page[i + 1] if i + 1 < len(page) else None
+            message.reply_to = last_user
+            message.can_retry = following is None or following.speaker == Message.Speaker.USER
+
+
+@login_required
+def chat(request):
+    profile = current_profile(request)
+    page, older_than = archive_page(profile, before=request.GET.get("before") or None)
+    context = {
+        "profile": profile,
+        "profiles": Profile.objects.for_user(request.user).order_by("key"),
+        "page": page,
+        "older_than": older_than,
+        "lang": profile.language,
+        "offline": get_provider().offline,
+    }
+    return render(request, "chat.html", context)
+
+
+@login_required
+def older(request):
+    """The next older page of the archive, swapped in above the list ("load older")."""
+    profile = current_profile(request)
+    before = request.GET.get("before") or None
+    if not request.htmx:
+        return redirect(f"{reverse('home')}?before={before or ''}")
+    page, older_than = archive_page(profile, before=before)
+    context = {"page": page, "older_than": older_than, "lang": profile.language}
+    return render(request, "chat.html#messages", context)
+
+
+@login_required
+@require_POST
+def new_conversation(request):
+    """Close the open slice, so the next message starts a new conversation (SPEC S1)."""
+    profile = current_profile(request)
+    current = Slice.objects.for_profile(profile).open().order_by("-started_at").first()
+    if current is not None:
+        current.close(reason=Slice.CloseReason.NEW_CONVERSATION)
+    if request.htmx:
+        return render(request, "chat.html#divider", {"lang": profile.language})
+    return redirect("home")
+
+
+@login_required
+@require_POST
+def switch_profile(request):
+    """Make another of the user's profiles the current one."""
+    profile = Profile.objects.for_user(request.user).filter(key=request.POST.get("key", "")).first()
+    if profile is not None:
+        request.session[SESSION_KEY] = profile.key
+    if request.htmx:
+        return HttpResponseClientRedirect(reverse("home"))
+    return redirect("home")

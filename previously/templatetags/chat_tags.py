@@ -1,0 +1,13 @@
+"""Template filters of the chat page."""
+
+from django import template
+
+from memory.clock import local_clock
+
+register = template.Library()
+
+
+@register.filter
+def local_when(message) -> str:
+    """The message's time on the user's clock when it was said: 'YYYY-MM-DD HH:MM'."""
+    return local_clock(message.created_at, message.tz or None).local.strftime("%Y-%m-%d %H:%M")

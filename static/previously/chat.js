@@ -1,0 +1,84 @@
+// The chat page's little JavaScript (no inline script: a CSP with nonces comes later).
+// Sends go through htmx's websocket extension (ws-send); this file only adds the message id,
+// the local clock, Enter-to-send, an optimistic line, and keeps the list scrolled.
+(function () {
+  "use strict";
+
+  function newMid() {
+    // SPEC A2: the browser makes the user message id, c_<16 hex>.
+    var bytes = new Uint8Array(8);
+    crypto.getRandomValues(bytes);
+    return "c_" + Array.from(bytes, function (b) { return b.toString(16).padStart(2, "0"); }).join("");
+  }
+
+  function localIso(d) {
+    // ISO 8601 local time with the UTC offset, e.g. 2026-03-02T21:15:04+08:00 (SPEC R7).
+    function pad(n) { return String(n).padStart(2, "0"); }
+    var off = -d.getTimezoneOffset();
+    var sign = off >= 0 ? "+" : "-";
+    off = Math.abs(off);
+    return d.getFullYear() + "-" + pad(d.getMonth() + 1) + "-" + pad(d.getDate()) +
+      "T" + pad(d.getHours()) + ":" + pad(d.getMinutes()) + ":" + pad(d.getSeconds()) +
+      sign + pad(Math.floor(off / 60)) + ":" + pad(off % 60);
+  }
+
+  function messages() { return document.getElementById("messages"); }
+
+  function nearBottom(el) { return el.scrollHeight - el.scrollTop - el.clientHeight < 120; }
+
+  function scrollDown(force) {
+    var el = messages();
+    if (el && (force || nearBottom(el))) { el.scrollTop = el.scrollHeight; }
+  }
+
+  function pendingLine(mid, text) {
+    // Shown at once; the server's rendering of the archived line replaces it by id.
+    var article = document.createElement("article");
+    article.id = "msg-" + mid;
+    article.className = "msg user pending";
+    var bubble = document.createElement("div");
+    bubble.className = "bubble";
+    var content = document.createElement("div");
+    content.className = "content";
+    content.textContent = text;  // never innerHTML: user text is data
+    bubble.appendChild(content);
+    article.appendChild(bubble);
+    return article;
+  }
+
+  document.addEventListener("htmx:wsConfigSend", function (evt) {
+    var form = evt.target.closest ? evt.target.closest("form") : null;
+    if (!form || form.id !== "composer") { return; }
+    var params = evt.detail.parameters;
+    var text = (params.text || "").trim() ? params.text : "";
+    if (!text) { evt.preventDefault(); return; }
+    var mid = newMid();
+    params.mid = mid;
+    params.local_time = localIso(new Date());
+    params.tz = Intl.DateTimeFormat().resolvedOptions().timeZone || "";
+    messages().appendChild(pendingLine(mid, text));
+    form.reset();
+    scrollDown(true);
+  });
+
+  document.addEventListener("keydown", function (evt) {
+    var el = evt.target;
+    if (el.id !== "composer-text" || evt.key !== "Enter") { return; }
+    if (evt.shiftKey || evt.isComposing || evt.keyCode === 229) { return; }  // newline / IME
+    evt.preventDefault();
+    if (el.value.trim()) { el.form.requestSubmit(); }
+  });
+
+  // A line whose target is not on the page (another tab, a resend after a reconnect): append it.
+  document.body.addEventListener("htmx:oobErrorNoTarget", function (evt) {
+    var el = evt.detail.content;
+    if (!el || !el.id || el.id.indexOf("msg-") !== 0 || document.getElementById(el.id)) { return; }
+    messages().appendChild(el);
+    htmx.process(el);
+    scrollDown(false);
+  });
+
+  document.addEventListener("htmx:wsAfterMessage", function () { scrollDown(false); });
+  document.addEventListener("DOMContentLoaded", function () { scrollDown(true); });
+  if (document.readyState !== "loading") { scrollDown(true); }
+})();

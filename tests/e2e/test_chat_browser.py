@@ -1,0 +1,97 @@
+"""The chat journey in a real browser (SPEC A1, A2, L1): log in, send, watch the reply
+stream in from a local OpenAI-compatible server, reload, see both lines once.
+
+Served by Channels' ChannelsLiveServerTestCase (Daphne in a child process; pytest-django's
+live_server does not speak websockets). The child is forked in setUpClass, so the provider
+installed with reset_provider just before is the one the server uses. All ORM work happens
+outside the Playwright block: Playwright's sync API runs an event loop in this thread, and
+Django refuses ORM calls while a loop runs (so DJANGO_ALLOW_ASYNC_UNSAFE is not needed).
+"""
+
+import re
+
+import pytest
+from channels.testing import ChannelsLiveServerTestCase
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.contrib.auth.hashers import PBKDF2PasswordHasher
+from django.db import connections
+
+from memory.models import Message
+from previously.llm import reset_provider
+from previously.llm.openai_compat import OpenAICompatible
+from tests.e2e.conftest import CHROMIUM_ARGS, chromium_path
+from tests.llm_server import FakeLLMServer, Turn
+
+
+@pytest.mark.browser
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+class ChatInTheBrowser(ChannelsLiveServerTestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.llm = FakeLLMServer().start()
+        reset_provider(OpenAICompatible(base_url=cls.llm.base_url, api_key="", model="fake-model"))
+        # Channels points the server at TEST["NAME"] or "test_" + NAME; on PostgreSQL NAME is
+        # already the test database by now (-> "test_test_…"), so name it explicitly.
+        test = settings.DATABASES["default"].setdefault("TEST", {})
+        cls._test_name = test.get("NAME")
+        test["NAME"] = connections["default"].settings_dict["NAME"]
+        super().setUpClass()
+
+    @classmethod
+    def tearDownClass(cls):
+        super().tearDownClass()
+        settings.DATABASES["default"]["TEST"]["NAME"] = cls._test_name
+        reset_provider(None)
+        cls.llm.stop()
+
+    def test_send_a_message_watch_the_reply_stream_in_and_reload(self):
+        from playwright.sync_api import expect, sync_playwright
+
+        # The server process kept the default hashers (the suite's MD5 setting came later), so
+        # store a PBKDF2 hash it can check; few iterations keep it fast.
+        get_user_model().objects.create(
+            username="ana", password=PBKDF2PasswordHasher().encode("pw-ana-12345", "e2esalt", iterations=1000)
+        )
+        chunks = ["你好", "，Ana", "！", " Nice ", "to ", "see ", "you 🙂"]
+        self.llm.script(Turn(chunks=chunks, delay=0.0))
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
+            page = browser.new_page(viewport={"width": 390, "height": 800})
+            page.goto(f"{self.live_server_url}/login/")
+            page.fill("#id_username", "ana")
+            page.fill("#id_password", "pw-ana-12345")
+            page.click("button[type=submit]")
+            page.wait_for_selector("#composer-text")
+            page.wait_for_function("() => document.querySelector('[ws-connect]') && htmx")
+            page.wait_for_timeout(300)  # let the socket open
+            # Record every text the reply shows while it streams.
+            page.evaluate(
+                """() => { window.seen = []; new MutationObserver(() => {
+                     const el = document.querySelector('.msg.streaming .content');
+                     if (el) window.seen.push(el.textContent);
+                   }).observe(document.getElementById('messages'), {subtree: true, childList: true, characterData: true}); }"""
+            )
+            page.fill("#composer-text", "我今天去看海了 🌊 <b>not bold</b>")
+            page.press("#composer-text", "Enter")
+            reply = page.locator(".msg.assistant:not(.streaming) .content")
+            expect(reply).to_have_text("你好，Ana！ Nice to see you 🙂", timeout=10_000)
+            seen = page.evaluate("window.seen")
+            assert any(0 < len(s) < len("你好，Ana！ Nice to see you 🙂") for s in seen), seen  # it streamed
+            assert page.locator("#composer-text").input_value() == ""
+            assert page.locator(".msg.user b").count() == 0  # user text is escaped
+
+            page.reload()
+            page.wait_for_selector("#composer-text")
+            user_lines = page.locator(".msg.user .content")
+            expect(user_lines).to_have_count(1)
+            expect(user_lines).to_have_text("我今天去看海了 🌊 <b>not bold</b>")
+            expect(page.locator(".msg.assistant .content")).to_have_count(1)
+            expect(page.locator(".msg.assistant .content")).to_have_text("你好，Ana！ Nice to see you 🙂")
+            browser.close()
+
+        rows = list(Message.objects.order_by("created_at").values_list("mid", "speaker"))
+        assert [s for _, s in rows] == ["user", "assistant"]
+        assert re.fullmatch(r"c_[0-9a-f]{16}", rows[0][0])  # made by the browser (A2)
+        system_prompt = self.llm.requests[0]["messages"][0]["content"]
+        assert "用户当地时间" in system_prompt or "local time" in system_prompt

@@ -1,0 +1,230 @@
+"""The chat turn over the websocket (SPEC A2, A3, A5, C2, L2, L3), against a real local
+OpenAI-compatible server through the real SDK."""
+
+import re
+from datetime import datetime
+
+import pytest
+from channels.db import database_sync_to_async
+from channels.layers import get_channel_layer
+from channels.routing import URLRouter
+from channels.testing import WebsocketCommunicator
+from django.contrib.auth.models import AnonymousUser
+from django.db import DatabaseError
+
+from memory.archive import archive_message
+from memory.models import Highlight, Message
+from previously.chat import turn
+from previously.chat.consumers import group_name
+from previously.llm import reset_provider
+from previously.llm.offline import Offline
+from previously.routing import websocket_urlpatterns
+from tests.factories import ProfileFactory, UserFactory
+from tests.llm_server import Turn
+from tests.previously.chat.conftest import new_mid
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@database_sync_to_async
+def remember(profile, text, at):
+    """An old line, written through the archive (so it is indexed)."""
+    return archive_message(profile=profile, mid=new_mid(99), speaker="user", content=text, created_at=datetime.fromisoformat(at))
+
+
+@database_sync_to_async
+def rows(profile):
+    return list(Message.objects.for_profile(profile).order_by("created_at", "id").values_list("mid", "speaker", "content", "status", "message_type"))
+
+
+async def test_a_reply_streams_token_by_token_and_both_lines_are_archived(connect, user, profile, llm_server, llm_provider):
+    llm_server.script(Turn(chunks=["Hel", "lo ", "Alice", "!"]))
+    chat = await connect(user)
+    frames = await chat.say("hi there", mid=new_mid(1))
+    assert 'id="msg-c_0000000000000001"' in frames[0] and "hi there" in frames[0]
+    tokens = [f for f in frames if f.startswith("<span id=\"reply-")]
+    assert [re.sub(r"<[^>]+>", "", t) for t in tokens] == ["Hel", "lo ", "Alice", "!"]
+    assert "Hello Alice!" in frames[-1]
+    stored = await rows(profile)
+    assert [(r[1], r[2], r[3]) for r in stored] == [("user", "hi there", "complete"), ("assistant", "Hello Alice!", "complete")]
+    assert re.fullmatch(r"a_\d{13}_[0-9a-f]{8}", stored[1][0])
+
+
+async def test_model_output_is_escaped_in_the_page(connect, user, profile, llm_server, llm_provider):
+    llm_server.script(Turn(chunks=["<script>alert(1)</script>", " & done"]))
+    chat = await connect(user)
+    frames = await chat.say("<img src=x onerror=alert(2)>", mid=new_mid(1))
+    page = "".join(frames)
+    assert "<script>alert" not in page and "<img src=x" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "&lt;img src=x" in page
+
+
+async def test_anonymous_users_are_rejected(profile):
+    communicator = WebsocketCommunicator(URLRouter(websocket_urlpatterns), "/ws/chat/owner/")
+    communicator.scope["user"] = AnonymousUser()
+    connected, _ = await communicator.connect()
+    assert not connected
+    await communicator.disconnect()
+
+
+async def test_a_profile_of_another_user_is_rejected_p2(connect, profile):
+    mallory = await database_sync_to_async(UserFactory)()
+    assert await connect(mallory, "owner") == 4403
+
+
+async def test_the_full_asgi_stack_rejects_a_socket_without_a_session(profile):
+    from previously.asgi import application
+
+    communicator = WebsocketCommunicator(application, "/ws/chat/owner/", headers=[(b"origin", b"http://127.0.0.1")])
+    connected, _ = await communicator.connect()
+    assert not connected
+    await communicator.disconnect()
+
+
+async def test_a_resent_mid_after_a_reconnect_neither_duplicates_nor_fails_a2(connect, user, profile, llm_server, llm_provider):
+    llm_server.script(Turn(chunks=["first ", "answer"]))
+    chat = await connect(user)
+    await chat.say("same words", mid=new_mid(7))
+    again = await connect(user)  # the page reconnected and its queue resends the frame
+    await again.send("same words", mid=new_mid(7))
+    frames = [await again.ws.receive_from(), await again.ws.receive_from()]
+    assert "same words" in frames[0] and "first answer" in frames[1]
+    assert await again.ws.receive_nothing()
+    assert len(llm_server.requests) == 1
+    assert [(r[1], r[2]) for r in await rows(profile)] == [("user", "same words"), ("assistant", "first answer")]
+
+
+async def test_a_mid_conflict_gets_a_clear_error_and_changes_nothing_a2(connect, user, profile, llm_server, llm_provider):
+    chat = await connect(user)
+    await chat.say("original", mid=new_mid(3))
+    await chat.send("different text", mid=new_mid(3))
+    frames = [await chat.ws.receive_from(), ]
+    assert "mid_conflict" in frames[0] and 'hx-swap-oob="delete"' in frames[0]
+    assert await chat.ws.receive_nothing()
+    assert [r[2] for r in await rows(profile)][0] == "original"
+    assert len(await rows(profile)) == 2
+
+
+async def test_an_invalid_mid_is_refused_with_a_notice(connect, user, profile, llm_provider):
+    chat = await connect(user)
+    await chat.send("hello", mid="not-a-mid")
+    assert "invalid message id" in await chat.ws.receive_from()
+    assert await rows(profile) == []
+
+
+async def test_model_down_keeps_the_user_message_shows_the_error_and_retry_works_l3(connect, user, profile, llm_server, llm_provider):
+    llm_server.script(Turn(status=500), Turn(chunks=["back ", "again"]))
+    chat = await connect(user)
+    frames = await chat.say("are you there?", mid=new_mid(1))
+    final = frames[-1]
+    assert "reply failed" in final and "the model server answered 500" in final
+    assert 'name="action" value="retry"' in final and f'value="{new_mid(1)}"' in final
+    stored = await rows(profile)
+    assert [(r[1], r[2], r[3]) for r in stored] == [("user", "are you there?", "complete"), ("assistant", "", "failed")]
+
+    await chat.ws.send_json_to({"action": "retry", "mid": new_mid(1), "failed": stored[1][0]})
+    retried = await chat.frames_until_reply()
+    assert 'hx-swap-oob="delete"' in retried[0]  # the used retry button goes away
+    assert "back again" in retried[-1]
+    assert [(r[1], r[2], r[3]) for r in await rows(profile)][-1] == ("assistant", "back again", "complete")
+
+
+async def test_a_model_dying_mid_stream_archives_the_partial_as_failed_and_retry_works_l3(connect, user, profile, llm_server, llm_provider):
+    llm_server.script(Turn(chunks=["I was ", "saying ", "that"], die_after=2), Turn(chunks=["Full reply."]))
+    chat = await connect(user)
+    frames = await chat.say("tell me", mid=new_mid(1))
+    assert "I was saying" in frames[-1] and "reply failed" in frames[-1]
+    stored = await rows(profile)
+    assert (stored[1][1], stored[1][2], stored[1][3]) == ("assistant", "I was saying", "failed")
+    await chat.ws.send_json_to({"action": "retry", "mid": new_mid(1)})
+    assert "Full reply." in (await chat.frames_until_reply())[-1]
+    assert [r[3] for r in await rows(profile)] == ["complete", "failed", "complete"]
+
+
+async def test_when_the_reply_cannot_be_archived_it_is_still_delivered_with_a_notice_a3(connect, user, profile, llm_server, llm_provider, monkeypatch):
+    real = turn.archive_message
+
+    def failing(**kwargs):
+        if kwargs["speaker"] == "assistant":
+            raise DatabaseError("disk full")
+        return real(**kwargs)
+
+    monkeypatch.setattr(turn, "archive_message", failing)
+    llm_server.script(Turn(chunks=["still ", "here"]), Turn(chunks=["and again"]))
+    chat = await connect(user)
+    frames = await chat.say("hello", mid=new_mid(1))
+    assert "still here" in frames[-1] and "Not saved to the archive" in frames[-1]
+    monkeypatch.setattr(turn, "archive_message", real)
+    frames = await chat.say("second", mid=new_mid(2))  # the chat goes on
+    assert "and again" in frames[-1] and "Not saved" not in frames[-1]
+    assert [(r[1], r[2]) for r in await rows(profile)] == [("user", "hello"), ("user", "second"), ("assistant", "and again")]
+
+
+async def test_a_fav_marker_quoting_the_conversation_makes_a_highlight_and_is_never_shown_c2(connect, user, profile, llm_server, llm_provider):
+    llm_server.script(Turn(chunks=["That's lovely. [[fav:", "我的猫叫", "Mochi]]", " Tell me more."]))
+    chat = await connect(user)
+    frames = await chat.say("我的猫叫Mochi，她三岁了", mid=new_mid(1))
+    assert not any("[[fav" in f or "fav:" in f for f in frames)
+    assert "That&#x27;s lovely. Tell me more." in frames[-1]
+    stored = await rows(profile)
+    assert stored[1][2] == "That's lovely. Tell me more."
+    highlight = await database_sync_to_async(Highlight.objects.get)(profile=profile)
+    assert (highlight.content, highlight.mid, highlight.source) == ("我的猫叫Mochi", new_mid(1), "assistant")
+    raw = await database_sync_to_async(lambda: Message.objects.get(mid=stored[1][0]).raw_content)()
+    assert "[[fav:我的猫叫Mochi]]" in raw
+
+
+async def test_a_fav_marker_not_quoting_the_conversation_is_ignored_c1(connect, user, profile, llm_server, llm_provider):
+    llm_server.script(Turn(chunks=["Noted. [[fav:words nobody said]]"]))
+    chat = await connect(user)
+    frames = await chat.say("just chatting", mid=new_mid(1))
+    assert "words nobody said" not in "".join(frames)
+    assert await database_sync_to_async(Highlight.objects.count)() == 0
+    assert (await rows(profile))[1][2] == "Noted."
+
+
+async def test_the_model_gets_recalled_memory_and_the_recent_turns(connect, user, profile, llm_server, llm_provider):
+    await remember(profile, "My sister Lena lives in Porto", "2025-01-05T10:00+00:00")
+    chat = await connect(user)
+    await chat.say("hello", mid=new_mid(1))
+    await chat.say("where does Lena live?", mid=new_mid(2))
+    sent = llm_server.requests[-1]["messages"]
+    assert sent[0]["role"] == "system" and "My sister Lena lives in Porto" in sent[0]["content"]
+    assert [m["role"] for m in sent[1:]] == ["user", "assistant", "user"]
+    assert sent[-1]["content"] == "where does Lena live?"
+
+
+async def test_offline_mode_answers_from_memory_labelled_not_a_model_and_archives_it_l2(connect, user, llm_server):
+    profile = await database_sync_to_async(ProfileFactory)(user=user, key="owner", language="en")
+    await remember(profile, "My sister Lena lives in Porto", "2025-01-05T10:00+00:00")
+    reset_provider(Offline())
+    try:
+        chat = await connect(user)
+        frames = await chat.say("where does Lena live?", mid=new_mid(1))
+    finally:
+        reset_provider(None)
+    assert "Offline — no model configured. From your memory:" in frames[-1]
+    assert "2025-01-05" in frames[-1] and "My sister Lena lives in Porto" in frames[-1]
+    assert "not a model" in frames[-1]
+    reply = (await rows(profile))[-1]
+    assert (reply[1], reply[4]) == ("assistant", "system")
+    assert llm_server.requests == []
+
+
+async def test_offline_replies_speak_chinese_for_a_chinese_profile_l2(connect, user):
+    profile = await database_sync_to_async(ProfileFactory)(user=user, key="owner", language="zh")
+    await remember(profile, "我下周三要交季度报告", "2025-01-05T10:00+00:00")
+    reset_provider(Offline())
+    try:
+        chat = await connect(user)
+        frames = await chat.say("季度报告是什么时候？", mid=new_mid(1))
+    finally:
+        reset_provider(None)
+    assert "离线模式——没有配置模型。以下是你的记忆：" in frames[-1] and "我下周三要交季度报告" in frames[-1]
+    assert (await rows(profile))[-1][2].startswith("离线模式")
+
+
+async def test_page_events_of_the_profile_group_reach_the_page(connect, user, profile):
+    chat = await connect(user)
+    await get_channel_layer().group_send(group_name(profile), {"type": "page.event", "html": '<div id="card-status" hx-swap-oob="true">evolving</div>'})
+    assert "evolving" in await chat.ws.receive_from()
