@@ -161,8 +161,11 @@ def refresh_injected_card(slice_: Slice, *, now: datetime | None = None, reason:
     """Re-render and re-freeze the injected card; a non-empty reason is a logged cache break."""
     text = live_card(slice_.profile).text
     card = parse_or_empty(text)
-    if not text.strip() and card == cardlib.empty_card():
+    if not text.strip():
         rendered = ""
+    elif cardlib.detect_format(text) != "v5":
+        # An older card is injected as it stands until a run migrates it: never dropped.
+        rendered = text.strip()
     else:
         rendered = cardlib.render_injected(
             card, now=_slice_now(slice_, now), language=slice_.profile.language

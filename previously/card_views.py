@@ -2,11 +2,9 @@
 each slice's full transcript with its cognitive log. Readable without JavaScript."""
 
 from django.contrib.auth.decorators import login_required
-from django.http import Http404
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.utils import timezone
-from django.views.decorators.http import require_POST
 
 from memory import card as cardlib
 from memory.card import limits
@@ -14,19 +12,7 @@ from memory.cards import live_card
 from memory.clock import local_clock
 from memory.models import CardSnapshot, Message, Profile, Slice
 from memory.models.archive import DEFAULT_PROFILE_KEY
-
-SESSION_PROFILE = "profile_key"
-
-
-def current_profile(request) -> Profile:
-    """The profile named by ?profile=, else the session's, else `owner` — always the user's own."""
-    key = request.GET.get("profile") or request.session.get(SESSION_PROFILE) or DEFAULT_PROFILE_KEY
-    profile = Profile.objects.for_user(request.user).filter(key=key).first()
-    if profile is None and "profile" not in request.GET:
-        profile = Profile.objects.for_user(request.user).first()
-    if profile is None:
-        raise Http404("no such profile")
-    return profile
+from previously.profiles import current_profile
 
 
 def _slice_url(profile: Profile, ref: str) -> str:
@@ -76,16 +62,6 @@ def slice_page(request, key: str):
             + ("" if profile.key == DEFAULT_PROFILE_KEY else f"&profile={profile.key}"),
         },
     )
-
-
-@login_required
-@require_POST
-def new_conversation(request):
-    """The "new conversation" action (S1): close the open slice; its evolution is queued."""
-    from previously.agent.lifecycle import new_conversation as start_new
-
-    start_new(current_profile(request))
-    return redirect(request.POST.get("next") or "home")
 
 
 def _card_view(profile: Profile, text: str, *, today) -> dict:

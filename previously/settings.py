@@ -202,4 +202,7 @@ TASKS = {
 # in seconds for the server process (0 turns it off; `manage.py close_idle_slices` does
 # the same by hand or from cron).
 PREVIOUSLY_AGENT_MAX_STEPS = env_int("PREVIOUSLY_AGENT_MAX_STEPS", 12)
+# K10: besides the Chinese/English rules, ask the model after each reply whether the turn held
+# an explicit memory request (one extra, non-streamed model call per turn, off the reply path).
+PREVIOUSLY_TURN_ANALYZER_MODEL = env_bool("PREVIOUSLY_TURN_ANALYZER_MODEL", True)
 PREVIOUSLY_IDLE_CHECK_SECONDS = env_int("PREVIOUSLY_IDLE_CHECK_SECONDS", 60)

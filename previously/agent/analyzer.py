@@ -12,6 +12,8 @@ import logging
 import re
 from dataclasses import dataclass
 
+from django.conf import settings
+
 from memory import card as cardlib
 from memory.cards import live_card
 from memory.models import EvolutionRun, Message, Profile, Slice, SliceLogEntry
@@ -106,7 +108,7 @@ def after_reply(profile: Profile, slice_: Slice, user_text: str, reply_text: str
     verdict = detect_request(user_text)
     if verdict.explicit:
         return _explicit(profile, slice_, user_text, verdict)
-    if not get_provider().offline:
+    if settings.PREVIOUSLY_TURN_ANALYZER_MODEL and not get_provider().offline:
         from previously.agent.tasks import analyze_turn
 
         analyze_turn.enqueue(slice_.pk, user_text, reply_text)

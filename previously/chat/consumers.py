@@ -6,6 +6,7 @@ evolution, …) pushes to the page with
 the html is sent as is and htmx swaps it out-of-band. That is the only event type handled.
 """
 
+import asyncio
 import json
 import logging
 
@@ -16,6 +17,7 @@ from memory.models import Profile
 from previously.chat import turn
 
 log = logging.getLogger(__name__)
+TURN_DRAIN_SECONDS = 120
 
 
 def group_name(profile: Profile | int) -> str:
@@ -29,7 +31,12 @@ def _owned_profile(user, key: str) -> Profile | None:
 
 
 class ChatConsumer(AsyncWebsocketConsumer):
+    """Turns run as tasks, one at a time per socket, so page events (card evolution progress,
+    K11) reach the page while a reply is still streaming."""
+
     async def connect(self):
+        self.turn_lock = asyncio.Lock()
+        self.turns: set[asyncio.Task] = set()
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
             await self.close(code=4401)
@@ -43,6 +50,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
         await self.accept()
 
     async def disconnect(self, code):
+        if getattr(self, "turns", None):
+            # A reply under way still finishes and is archived (nothing lost), page or not.
+            await asyncio.wait(set(self.turns), timeout=TURN_DRAIN_SECONDS)
         if getattr(self, "group", None):
             await self.channel_layer.group_discard(self.group, self.channel_name)
 
@@ -55,15 +65,27 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.send_html(turn.notice("Unreadable frame: expected JSON."))
             return
         action = data.get("action") or "send"
-        if action == "send":
-            await turn.handle_send(self.profile, data, self.send_html)
-        elif action == "retry":
-            await turn.handle_retry(self.profile, data, self.send_html)
-        else:
+        handler = {"send": turn.handle_send, "retry": turn.handle_retry}.get(action)
+        if handler is None:
             await self.send_html(turn.notice(f"Unknown action: {action}"))
+            return
+        task = asyncio.create_task(self._run_turn(handler, data))
+        self.turns.add(task)
+        task.add_done_callback(self.turns.discard)
+
+    async def _run_turn(self, handler, data: dict) -> None:
+        async with self.turn_lock:
+            try:
+                await handler(self.profile, data, self.send_html)
+            except Exception:
+                log.exception("turn failed for profile %s", self.profile.pk)
+                await self.send_html(turn.notice("Something went wrong with that message; it is saved if it was shown."))
 
     async def send_html(self, html: str) -> None:
-        await self.send(text_data=html)
+        try:
+            await self.send(text_data=html)
+        except Exception:  # the page went away mid-turn; the turn still finishes and archives
+            log.info("page of profile %s closed before a frame could be sent", self.profile.pk)
 
     async def page_event(self, event):
         """`{"type": "page.event", "html": …}` from the profile's group: pass it to the page."""

@@ -146,7 +146,8 @@ def speaker(message: Message, w: Words) -> str:
 
 
 def system_prompt(
-    *, profile: Profile, slice_: Slice, card_text: str, clock: LocalClock, recalled: Recalled
+    *, profile: Profile, slice_: Slice, card_text: str, clock: LocalClock, recalled: Recalled,
+    briefing: str | None = None,
 ) -> str:
     """The whole system prompt in SPEC R5's order."""
     w = words_for(profile)
@@ -167,6 +168,8 @@ def system_prompt(
         _section(w.candidates, [f"- {quote(e.title + ': ' + e.content)}" for e in recalled.candidates], w),
         w.awareness,
         w.guidance,
+        # K14: on a slice's first turn, greet by the card's name and ask about overdue items.
+        *([briefing] if briefing else []),
         w.requirements,
     ]
     return "\n\n".join(sections)
@@ -185,13 +188,15 @@ def chat_messages(
     recalled: Recalled,
     recent: Sequence[Message],
     user_text: str,
+    briefing: str | None = None,
 ) -> list[dict]:
     """System prompt, then the slice's recent turns, then the user's message."""
     messages = [
         {
             "role": "system",
             "content": system_prompt(
-                profile=profile, slice_=slice_, card_text=card_text, clock=clock, recalled=recalled
+                profile=profile, slice_=slice_, card_text=card_text, clock=clock, recalled=recalled,
+                briefing=briefing,
             ),
         }
     ]

@@ -16,12 +16,16 @@ from django.template.loader import render_to_string
 from django.utils import timezone
 
 from memory.archive import MidConflict, archive_message
+from memory.cards import injected_card_for
 from memory.clock import LocalClock, local_clock
 from memory.curation import HighlightRefused, add_highlight
-from memory.models import Card, Highlight, Message, Profile, Slice
+from memory.models import Highlight, Message, Profile, Slice
 from memory.models.archive import USER_MID_RE
 from memory.recall import recall
 from memory.recall.rank import Recalled
+from previously.agent.analyzer import after_reply
+from previously.agent.briefing import arrival_briefing
+from previously.agent.lifecycle import slice_closed
 from previously.chat import markers, prompt
 from previously.llm import ProviderError, get_provider
 
@@ -94,10 +98,22 @@ def notice(text: str, *, level: str = "error") -> str:
 
 @database_sync_to_async
 def _archive_user(profile: Profile, frame: UserFrame):
-    return archive_message(
+    archived = archive_message(
         profile=profile, mid=frame.mid, speaker=Message.Speaker.USER, content=frame.text,
         tz=frame.tz, local_time=frame.local_time,
     )
+    if archived.closed_slice is not None:
+        slice_closed(archived.closed_slice)  # snapshot now; the evolution run is queued (K8, K10)
+    return archived
+
+
+@database_sync_to_async
+def _after_reply(profile: Profile, slice_: Slice, user_text: str, reply_text: str) -> None:
+    """K10 housekeeping after the reply was delivered; a failure here never touches the chat."""
+    try:
+        after_reply(profile, slice_, user_text, reply_text)
+    except Exception:
+        log.exception("turn analyzer failed after a reply in slice %s", slice_.pk)
 
 
 @database_sync_to_async
@@ -120,17 +136,6 @@ def _user_message(profile: Profile, mid: str) -> Message | None:
         Message.objects.for_profile(profile).live()
         .filter(mid=mid, speaker=Message.Speaker.USER).select_related("slice").first()
     )
-
-
-def injected_card(profile: Profile, slice_: Slice) -> str:
-    """The card as frozen into the slice (K9); frozen from the live card on the slice's first turn."""
-    if slice_.injected_card:
-        return slice_.injected_card
-    text = Card.objects.filter(profile=profile).values_list("text", flat=True).first() or ""
-    if text:
-        slice_.injected_card = text
-        slice_.save(update_fields=["injected_card"])
-    return text
 
 
 def prepare(
@@ -157,7 +162,8 @@ def prepare(
     messages = prompt.chat_messages(
         profile=profile,
         slice_=slice_,
-        card_text=injected_card(profile, slice_),
+        card_text=injected_card_for(slice_, now=clock.local),
+        briefing=arrival_briefing(profile, slice_, now=clock.local),
         clock=clock,
         recalled=recalled,
         recent=recent,
@@ -305,3 +311,5 @@ async def reply_to(profile: Profile, user_message: Message, send: Send, *, local
     if error:
         log.warning("reply to %s failed: %s", umid, error)
     await send(render_message(reply, lang=lang, oob=f"outerHTML:#reply-{umid}", notice=note, reply_to=umid, error=error))
+    if not error and not provider.offline:
+        await _after_reply(prepared.profile, prepared.slice, user_message.content, content)

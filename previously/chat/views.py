@@ -7,29 +7,12 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
-from memory.models import Message, Profile, Slice
-from memory.models.archive import DEFAULT_PROFILE_KEY
+from memory.models import Message, Profile
+from previously.agent.lifecycle import new_conversation as start_new_conversation
 from previously.llm import get_provider
+from previously.profiles import SESSION_KEY, current_profile
 
 PAGE_SIZE = 30
-SESSION_KEY = "profile_key"
-
-
-def current_profile(request) -> Profile:
-    """The profile kept in the session; the user's `owner` profile is made on first visit."""
-    profiles = Profile.objects.for_user(request.user)
-    key = request.session.get(SESSION_KEY)
-    profile = profiles.filter(key=key).first() if key else None
-    if profile is None:
-        profile = profiles.filter(key=DEFAULT_PROFILE_KEY).first() or profiles.order_by("key").first()
-    if profile is None:
-        language = "zh" if (getattr(request, "LANGUAGE_CODE", "") or "").startswith("zh") else "en"
-        profile, _ = Profile.objects.get_or_create(
-            user=request.user, key=DEFAULT_PROFILE_KEY, defaults={"language": language}
-        )
-    if request.session.get(SESSION_KEY) != profile.key:
-        request.session[SESSION_KEY] = profile.key
-    return profile
 
 
 def archive_page(profile: Profile, *, before: str | None = None) -> tuple[list[Message], str | None]:
@@ -93,14 +76,13 @@ def older(request):
 @login_required
 @require_POST
 def new_conversation(request):
-    """Close the open slice, so the next message starts a new conversation (SPEC S1)."""
+    """Close the open slice, so the next message starts a new conversation (S1); its evolution
+    is queued (K10)."""
     profile = current_profile(request)
-    current = Slice.objects.for_profile(profile).open().order_by("-started_at").first()
-    if current is not None:
-        current.close(reason=Slice.CloseReason.NEW_CONVERSATION)
+    start_new_conversation(profile)
     if request.htmx:
         return render(request, "chat.html#divider", {"lang": profile.language})
-    return redirect("home")
+    return redirect(request.POST.get("next") or "home")
 
 
 @login_required

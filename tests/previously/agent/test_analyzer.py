@@ -143,3 +143,13 @@ def test_a_legacy_card_forces_a_run_without_asking(profile, llm_server, llm_prov
     assert "older format" in llm_server.requests[0]["messages"][1]["content"]
     assert "likes: tea" in llm_server.requests[0]["messages"][1]["content"]
     assert Card.objects.get(profile=profile).text.startswith("# Previously On")
+
+
+def test_the_model_analyzer_can_be_switched_off(profile, settings, llm_server, llm_provider):
+    from previously.agent.analyzer import after_reply
+    from tests.previously.agent.helpers import make_slice
+
+    settings.PREVIOUSLY_TURN_ANALYZER_MODEL = False
+    slice_ = make_slice(profile, closed=False, lines=[("user", "what a day")])
+    after_reply(profile, slice_, "what a day", "It sounds long.")
+    assert llm_server.requests == []

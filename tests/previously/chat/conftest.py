@@ -73,3 +73,10 @@ def _fresh_prefix_cache():
     prompt._prefix_cache.clear()
     yield
     prompt._prefix_cache.clear()
+
+
+@pytest.fixture(autouse=True)
+def _chat_tests_count_only_chat_requests(settings):
+    """These tests script the model's replies turn by turn; the model's look at each turn
+    (K10, tested in tests/previously/agent/) would take scripted answers meant for replies."""
+    settings.PREVIOUSLY_TURN_ANALYZER_MODEL = False

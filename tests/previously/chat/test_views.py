@@ -86,7 +86,7 @@ def test_no_banner_with_a_model(logged_in, profile, llm_provider):
 
 def test_new_conversation_closes_the_open_slice_so_the_next_line_opens_one_s1(logged_in, profile):
     first = archive_message(profile=profile, mid="c_0000000000000001", speaker="user", content="a").message
-    response = logged_in.post(reverse("chat_new"), headers={"HX-Request": "true"})
+    response = logged_in.post(reverse("new_conversation"), headers={"HX-Request": "true"})
     assert 'hx-swap-oob="beforeend"' in response.content.decode()
     assert Slice.objects.get(pk=first.slice_id).close_reason == "new_conversation"
     second = archive_message(profile=profile, mid="c_0000000000000002", speaker="user", content="b").message
