@@ -1,0 +1,201 @@
+"""Ranking a profile's whole archive for a question (SPEC R2, O2): the chat's one entry point.
+
+Two stages, a constant number of queries whatever the archive size:
+
+1. Document frequencies of the question's terms (one indexed lookup); the rarest terms
+   are kept while their summed frequency stays within `posting_budget`, which bounds the
+   full-text work, then one full-text query returns the best `n_candidates`.
+2. A rerank in Python over those candidates and their ±1 neighbours in the same slice
+   (one lookup by position): a speaker boost when the question names a party, neighbour
+   smoothing, slice-level evidence, a boost for turns carrying time words on "when"
+   questions, and one for turns from a month/year the question names. Recency counts
+   only when the question asks for it (weight 0 by default: it measured negative).
+
+Tuned on LoCoMo (BENCH §1); see bench/ and ../research/recall/NOTES.md for the ablations.
+"""
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from memory.models import RecallTerm
+from memory.recall.index import Candidate, Hit, candidates, documents_at
+from memory.recall.tokenize import tokenize
+
+
+@dataclass(frozen=True)
+class RecallConfig:
+    n_candidates: int = 100  # full-text LIMIT
+    posting_budget: int = 2000  # max summed document frequency of the terms sent to MATCH
+    speaker_boost: float = 1.0  # a named party's turns score × (1 + boost)
+    neighbour_weight: float = 0.4  # share of a seed's score its ±1 turns (same slice) inherit
+    neighbour_seeds: int = 30  # how many top candidates spread to neighbours
+    slice_weight: float = 0.8  # + weight × the turn's slice share of candidate score
+    when_boost: float = 0.5  # "when …?" questions: turns with a time word score × (1 + boost)
+    date_boost: float = 0.3  # the question names a month/year: turns from then × (1 + boost)
+    recency_weight: float = 0.0  # RRF weight of newest-first, only if the question asks for it
+
+
+DEFAULT_CONFIG = RecallConfig()
+
+
+def rank_messages(
+    *,
+    profile_id: int,
+    query: str,
+    limit: int,
+    now: datetime | None = None,
+    speaker_names: Mapping[str, str] | None = None,
+    config: RecallConfig = DEFAULT_CONFIG,
+) -> list[Hit]:
+    """The profile's live messages most relevant to `query`, best first, at most `limit`.
+
+    `speaker_names` maps a party's name to its speaker ("Caroline" → "user"), so a question
+    naming someone prefers their lines. `now` is accepted for relative time cues; the
+    current ranking uses the archive's own order for recency and does not read it.
+    """
+    del now
+    if limit <= 0:
+        return []
+    scores, docs = _score(profile_id, query, speaker_names or {}, config)
+    ranked = sorted(scores, key=lambda mid: (-scores[mid], -docs[mid].pos))
+    return [Hit(message_id=mid, score=scores[mid]) for mid in ranked[:limit]]
+
+
+def _score(
+    profile_id: int, question: str, speaker_names: Mapping[str, str], cfg: RecallConfig
+) -> tuple[dict[int, float], dict[int, Candidate]]:
+    qtoks = list(dict.fromkeys(tokenize(question)))
+    if not qtoks:
+        return {}, {}
+    df = dict(RecallTerm.objects.filter(profile_id=profile_id, term__in=qtoks).values_list("term", "df"))
+    found = candidates(profile_id, select_match_terms(qtoks, df, cfg.posting_budget), cfg.n_candidates)
+    if not found:
+        return {}, {}
+    top = found[0].score or 1.0
+    docs = {c.message_id: c for c in found}
+    base = {c.message_id: c.score / top for c in found}
+
+    speakers = {speaker_names[n] for n in named(question, speaker_names)}
+    if speakers and cfg.speaker_boost:
+        for mid, doc in docs.items():
+            if doc.speaker in speakers:
+                base[mid] *= 1.0 + cfg.speaker_boost
+
+    scores = dict(base)
+    if cfg.neighbour_weight > 0:
+        seeds = sorted(base.items(), key=lambda kv: -kv[1])[: cfg.neighbour_seeds]
+        by_pos = {d.pos: d for d in docs.values()}
+        wanted = {docs[mid].pos + step for mid, _ in seeds for step in (-1, 1)} - by_pos.keys()
+        by_pos.update({d.pos: d for d in documents_at(profile_id, wanted)})
+        for mid, score in seeds:
+            seed = docs[mid]
+            for step in (-1, 1):
+                near = by_pos.get(seed.pos + step)
+                if near is None or near.slice_id != seed.slice_id:
+                    continue
+                docs.setdefault(near.message_id, near)
+                gain = base.get(near.message_id, 0.0) + cfg.neighbour_weight * score
+                scores[near.message_id] = max(scores.get(near.message_id, 0.0), gain)
+
+    if cfg.slice_weight > 0:
+        per_slice: dict[int, float] = {}
+        for mid, score in base.items():
+            per_slice[docs[mid].slice_id] = per_slice.get(docs[mid].slice_id, 0.0) + score
+        best = max(per_slice.values())
+        for mid in scores:
+            scores[mid] += cfg.slice_weight * per_slice.get(docs[mid].slice_id, 0.0) / best
+
+    if cfg.when_boost and _WHEN.search(question):
+        for mid in scores:
+            if _TIME_TOKENS.intersection(docs[mid].tokens) or any(_YEAR_TOKEN.match(t) for t in docs[mid].tokens):
+                scores[mid] *= 1.0 + cfg.when_boost
+
+    cues = date_cues(question) if cfg.date_boost else []
+    if cues:
+        for mid in scores:
+            if _day_matches(docs[mid].day, cues):
+                scores[mid] *= 1.0 + cfg.date_boost
+
+    if cfg.recency_weight and _RECENCY.search(question):
+        ranked = sorted(scores, key=lambda mid: -scores[mid])
+        newest = sorted(scores, key=lambda mid: -docs[mid].pos)
+        fused = {mid: 1.0 / (60 + r) for r, mid in enumerate(ranked)}
+        for r, mid in enumerate(newest):
+            fused[mid] += cfg.recency_weight / (60 + r)
+        scores = fused
+    return scores, docs
+
+
+def select_match_terms(terms: Sequence[str], df: Mapping[str, int], budget: int) -> list[str]:
+    """Rarest-first known terms whose summed document frequency stays within `budget`
+    (the rarest is always kept): an OR query visits every posting of every term."""
+    known = sorted((t for t in terms if df.get(t)), key=lambda t: df[t])
+    kept: list[str] = []
+    total = 0
+    for term in known:
+        if kept and total + df[term] > budget:
+            break
+        kept.append(term)
+        total += df[term]
+    return kept
+
+
+def named(question: str, names: Mapping[str, str]) -> set[str]:
+    """The parties' names that occur in the question as whole words (any case)."""
+    lowered = question.lower()
+    return {n for n in names if n and re.search(r"(?<!\w)" + re.escape(n.lower()) + r"(?!\w)", lowered)}
+
+
+_RECENCY = re.compile(
+    r"\b(recent(ly)?|latest|last time|lately|these days|nowadays|just now|the other day)\b"
+    r"|最近|刚才|刚刚|上次|前几天|这几天|近来",
+    re.I,
+)
+_WHEN = re.compile(
+    r"\bwhen\b|\bwhat (time|date|year|month|day)\b|how long ago|什么时候|哪天|哪一天|几月|哪年|何时", re.I
+)
+_TIME_TOKENS = frozenset(
+    tokenize(
+        "yesterday today tonight tomorrow ago last next week weekend month year day "
+        "morning afternoon evening night monday tuesday wednesday thursday friday saturday sunday "
+        "january february march april june july august september october november december "
+        "recently earlier later soon upcoming since "
+        "昨天 今天 明天 前天 上周 下周 上个月 下个月 去年 今年 明年 周末 星期 礼拜 早上 晚上 刚才 最近"
+    )
+)
+_YEAR_TOKEN = re.compile(r"^(19|20)\d\d$")
+_MONTHS = {
+    m: i + 1
+    for i, m in enumerate(
+        "january february march april may june july august september october november december".split()
+    )
+}
+_MONTH = re.compile(r"\b(" + "|".join(_MONTHS) + r")\b(?:\s*,?\s*(\d{4}))?", re.I)
+_YEAR = re.compile(r"\b(19\d\d|20\d\d)\b")
+_CN_MONTH = re.compile(r"(?:(\d{4})年)?(\d{1,2})月")
+_MAY_AS_MONTH = re.compile(r"\b(in|of|during|since|before|after|early|late|mid)$")
+
+
+def date_cues(question: str) -> list[tuple[int | None, int | None]]:
+    """(year, month) periods the question names explicitly: "in May 2023", "2023年5月"."""
+    cues: list[tuple[int | None, int | None]] = []
+    for m in _MONTH.finditer(question):
+        word, year = m.group(1).lower(), m.group(2)
+        before = question[: m.start()].rstrip().lower()
+        if word == "may" and not year and not _MAY_AS_MONTH.search(before):
+            continue  # "may" the verb
+        cues.append((int(year) if year else None, _MONTHS[word]))
+    for m in _CN_MONTH.finditer(question):
+        cues.append((int(m.group(1)) if m.group(1) else None, int(m.group(2))))
+    if not cues:
+        cues = [(int(y), None) for y in _YEAR.findall(question)]
+    return cues
+
+
+def _day_matches(day: str, cues: list[tuple[int | None, int | None]]) -> bool:
+    if len(day) < 7 or not day[:4].isdigit() or not day[5:7].isdigit():
+        return False
+    year, month = int(day[:4]), int(day[5:7])
+    return any((y is None or y == year) and (mo is None or mo == month) for y, mo in cues)
