@@ -35,12 +35,15 @@ def fts_terms(profile_id: int, tokens: Iterable[str]) -> list[str]:
     return [prefix + t for t in tokens]
 
 
-def index_messages(messages: Iterable[Message]) -> int:
-    """Add (or refresh) the live messages among `messages`; returns how many were indexed."""
+def index_messages(messages: Iterable[Message], *, new: bool = False) -> int:
+    """Add (or refresh) the live messages among `messages`; returns how many were indexed.
+
+    `new=True` promises they were just created (never indexed), which saves a lookup on
+    the archive write's hot path."""
     live = sorted((m for m in messages if m.deleted_at is None), key=lambda m: (m.created_at, m.pk))
     if not live:
         return 0
-    kept_pos = _remove([m.pk for m in live])  # re-indexing keeps a message's position
+    kept_pos = {} if new else _remove([m.pk for m in live])  # re-indexing keeps the position
     tokens = {m.pk: tokenize(m.content) for m in live}
     by_profile: dict[int, list[Message]] = defaultdict(list)
     for m in live:
@@ -66,9 +69,14 @@ def index_messages(messages: Iterable[Message]) -> int:
         )
         df = Counter(t for m in msgs for t in set(tokens[m.pk]))
         _bump_terms(profile_id, df, +1)
-    RecallDocument.objects.bulk_create(docs, batch_size=_CHUNK)
-    if connection.vendor == "sqlite":
-        with connection.cursor() as cursor:
+    with connection.cursor() as cursor:
+        # Plain SQL rather than bulk_create: this runs on every archive write (BENCH §2).
+        cursor.executemany(
+            "INSERT INTO memory_recalldocument (message_id, profile_id, tokens, pos, slice_id, speaker, day)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s)",
+            [(d.message_id, d.profile_id, d.tokens, d.pos, d.slice_id, d.speaker, d.day) for d in docs],
+        )
+        if connection.vendor == "sqlite":
             cursor.executemany(
                 "INSERT INTO memory_recall_fts(rowid, terms) VALUES (%s, %s)",
                 [(d.message_id, " ".join(fts_terms(d.profile_id, tokens[d.message_id]))) for d in docs],
@@ -218,7 +226,26 @@ def documents_at(profile_id: int, positions: Iterable[int]) -> list[Candidate]:
     wanted = sorted(set(positions))
     if not wanted:
         return []
-    rows = RecallDocument.objects.filter(profile_id=profile_id, pos__in=wanted).values_list(
-        "message_id", "pos", "slice_id", "speaker", "day", "tokens"
-    )
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {_DOC_COLUMNS} FROM memory_recalldocument d WHERE d.profile_id = %s AND d.pos IN ("
+            + ", ".join(["%s"] * len(wanted))
+            + ")",
+            [profile_id, *wanted],
+        )
+        rows = cursor.fetchall()
     return [Candidate(mid, 0.0, pos, sid, sp, day, toks.split()) for mid, pos, sid, sp, day, toks in rows]
+
+
+def document_frequencies(profile_id: int, terms: Sequence[str]) -> dict[str, int]:
+    """{term: number of the profile's indexed messages holding it} for the known terms."""
+    if not terms:
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT term, df FROM memory_recallterm WHERE profile_id = %s AND term IN ("
+            + ", ".join(["%s"] * len(terms))
+            + ")",
+            [profile_id, *terms],
+        )
+        return dict(cursor.fetchall())

@@ -19,8 +19,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from memory.models import RecallTerm
-from memory.recall.index import Candidate, Hit, candidates, documents_at
+from memory.recall.index import Candidate, Hit, candidates, document_frequencies, documents_at
 from memory.recall.tokenize import tokenize
 
 
@@ -38,6 +37,7 @@ class RecallConfig:
 
 
 DEFAULT_CONFIG = RecallConfig()
+_MAX_QUERY_TERMS = 200  # a pasted essay as a question still costs one bounded lookup
 
 
 def rank_messages(
@@ -69,7 +69,7 @@ def _score(
     qtoks = list(dict.fromkeys(tokenize(question)))
     if not qtoks:
         return {}, {}
-    df = dict(RecallTerm.objects.filter(profile_id=profile_id, term__in=qtoks).values_list("term", "df"))
+    df = document_frequencies(profile_id, qtoks[:_MAX_QUERY_TERMS])
     found = candidates(profile_id, select_match_terms(qtoks, df, cfg.posting_budget), cfg.n_candidates)
     if not found:
         return {}, {}
