@@ -157,3 +157,25 @@ def run(*, workdir: Path, k: int = 20) -> dict:
             "BM25 (k1 1.2, b 0.75, NLTK stop words)": score(rank_bm25(data), gold),
         },
     }
+
+
+def summary(data: dict) -> str:
+    cats = list(CATEGORIES.values())
+    lines = [
+        "### LoCoMo evidence recall (BENCH §1)",
+        "",
+        f"{data['questions']} questions over {data['docs']} turns in {data['conversations']} conversations "
+        f"({data['data']}). Production = `manage.py retrieve_batch` (archive_message → rank_messages), "
+        f"{data['retrieve_batch_seconds']} s including loading; its per-query recall time "
+        f"p50 {data['query_latency_ms']['p50']} ms / p99 {data['query_latency_ms']['p99']} ms.",
+        "",
+        "| retriever | R@5 | R@10 | R@20 | " + " | ".join(f"{c} R@5/10/20" for c in cats) + " |",
+        "| --- | ---: | ---: | ---: | " + " | ".join("---" for _ in cats) + " |",
+    ]
+    for name, row in data["rows"].items():
+        o = row["overall"]
+        cells = [f"{o['R@5']:.3f}", f"{o['R@10']:.3f}", f"{o['R@20']:.3f}"]
+        cells += ["/".join(f"{row[c][f'R@{k}']:.3f}" for k in KS) for c in cats]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    lines += ["", "Bar: R@5 ≥ 0.60, R@10 ≥ 0.70, every category ≥ BM25."]
+    return "\n".join(lines)
