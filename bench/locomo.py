@@ -5,6 +5,7 @@ here from locomo10.json (protocol `locomo-recall-v1`), exactly as an outside har
 would run it. The legacy and BM25 rows are pure Python over the same documents.
 """
 
+import io
 import json
 import math
 import os
@@ -137,7 +138,7 @@ def run(*, workdir: Path, k: int = 20) -> dict:
     input_path, output_path = workdir / "locomo-input.json", workdir / "locomo-output.json"
     input_path.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
     began = time.perf_counter()
-    call_command("retrieve_batch", str(input_path), str(output_path), k=k, verbosity=0)
+    call_command("retrieve_batch", str(input_path), str(output_path), k=k, verbosity=0, stdout=io.StringIO())
     seconds = time.perf_counter() - began
     output = json.loads(output_path.read_text(encoding="utf-8"))
     latencies = sorted(output["latency_ms"].values())

@@ -84,6 +84,13 @@ def index_messages(messages: Iterable[Message], *, new: bool = False) -> int:
     return len(docs)
 
 
+def optimize_index() -> None:
+    """Merge the full-text index's segments after a bulk load (imports); a no-op on PostgreSQL."""
+    if connection.vendor == "sqlite":
+        with connection.cursor() as cursor:
+            cursor.execute("INSERT INTO memory_recall_fts(memory_recall_fts) VALUES ('optimize')")
+
+
 def remove_messages(message_ids: Sequence[int]) -> int:
     """Forget these messages in the index (hide, hard delete); unknown ids are ignored."""
     return len(_remove(list(message_ids)))

@@ -81,3 +81,12 @@ def test_stats_are_per_profile():
     _say(theirs, 2, "cake cake")
     assert (_df(mine, "cake"), _df(theirs, "cake")) == (1, 1)
     assert RecallStats.objects.get(profile=theirs).n_tokens == 2
+
+
+def test_optimizing_the_index_keeps_every_message_findable():
+    from memory.recall.index import optimize_index, search
+
+    profile = ProfileFactory()
+    message = _say(profile, 1, "团圆饭 reunion dinner")
+    optimize_index()
+    assert [h.message_id for h in search(profile_id=profile.pk, tokens=["reunion"], limit=5)] == [message.pk]
