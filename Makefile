@@ -39,7 +39,12 @@ run: migrate
 test: install
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-bench: install
+$(VENV)/.bench-installed: pyproject.toml $(STAMP)
+	$(PY) -m pip install --quiet -e '.[test,bench]'
+	@touch $@
+
+# Benchmarks (BENCH.md): scratch SQLite DB, results in bench/results/ (SUMMARY.md, *.json, *.png).
+bench: $(VENV)/.bench-installed
 	$(PY) -m bench $(BENCH_ARGS)
 
 lint: install

@@ -1,26 +1,42 @@
-"""Run the benchmarks on a scratch SQLite database; write bench/results/*.json and SUMMARY.md.
+"""`make bench`: BENCH.md §1 (LoCoMo recall), §2 (per-turn overhead), §3 slot; on a scratch SQLite DB.
 
-Usage: python -m bench [--sizes 1000,10000,100000] [--turns 200]
+Writes bench/results/*.json (git-ignored), bench/results/SUMMARY.md and
+bench/results/turn_overhead.png.
+
+Usage: python -m bench [--sizes 1000,10000,100000] [--turns 150] [--rounds 3] [--skip-locomo]
 """
 
 import argparse
 import json
 import os
+import platform
+import shutil
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
 
+def _load() -> str:
+    try:
+        return " / ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "n/a"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__)
     parser.add_argument("--sizes", default="1000,10000,100000", help="archive sizes for per-turn overhead")
-    parser.add_argument("--turns", type=int, default=200, help="measured turns per size")
+    parser.add_argument("--turns", type=int, default=150, help="timed turns per round, size and algorithm")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds per size; medians are reported")
+    parser.add_argument("--skip-locomo", action="store_true", help="skip BENCH §1")
     args = parser.parse_args(argv)
 
     scratch = Path(tempfile.mkdtemp(prefix="previously-bench-"))
     os.environ["DATABASE_URL"] = f"sqlite:///{scratch / 'bench.sqlite3'}"
+    os.environ["DJANGO_DEBUG"] = "0"  # as in production: no per-query logging on the timed path
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "previously.settings")
     import django
 
@@ -28,16 +44,45 @@ def main(argv: list[str] | None = None) -> int:
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
-    from bench import turn_overhead
+    from bench import locomo, turn_overhead
 
     RESULTS.mkdir(exist_ok=True)
-    sizes = [int(s) for s in args.sizes.split(",") if s]
-    results = {"turn_overhead": turn_overhead.run(sizes=sizes, turns=args.turns)}
-    for name, data in results.items():
-        (RESULTS / f"{name}.json").write_text(json.dumps(data, indent=2, ensure_ascii=False))
-    summary = "\n\n".join(turn_overhead.summary(results["turn_overhead"]) for _ in [0])
-    (RESULTS / "SUMMARY.md").write_text(summary + "\n")
-    print(summary)
+    began = time.perf_counter()
+    meta = {"started": time.strftime("%Y-%m-%d %H:%M:%S"), "machine": platform.platform(),
+            "cpus": os.cpu_count(), "load_before": _load()}
+    results: dict[str, dict] = {}
+    sections: list[str] = []
+    data, _ = locomo.build_input()
+    if not args.skip_locomo:
+        results["locomo"] = locomo.run(workdir=scratch)
+        sections.append(locomo.summary(results["locomo"]))
+        print(sections[-1], flush=True)
+    meta["load_after_locomo"] = _load()
+    english = [d["text"].split(": ", 1)[1] for c in data["conversations"] for d in c["docs"]]
+    questions = [q["question"] for c in data["conversations"] for q in c["queries"]]
+    results["turn_overhead"] = turn_overhead.run(
+        sizes=[int(s) for s in args.sizes.split(",") if s], turns=args.turns, rounds=args.rounds,
+        english=english, questions=questions,
+    )
+    sections.append(turn_overhead.summary(results["turn_overhead"]))
+    print(sections[-1], flush=True)
+    if turn_overhead.plot(results["turn_overhead"], RESULTS / "turn_overhead.png"):
+        sections.append("![per-turn overhead against archive size](turn_overhead.png)")
+    # BENCH §3, migration throughput: slot for issue 6's importer (the lead wires it here):
+    # results["import_throughput"] = import_throughput.run(...); sections.append(its summary).
+    results["import_throughput"] = {"status": "not wired yet: issue 6 (legacy importer) plugs in here"}
+    sections.append("### Migration throughput (BENCH §3)\n\nNot wired yet: issue 6's importer plugs in here.")
+    meta["load_after"] = _load()
+    meta["seconds"] = round(time.perf_counter() - began, 1)
+    results["meta"] = meta
+    for name, body in results.items():
+        (RESULTS / f"{name}.json").write_text(json.dumps(body, indent=2, ensure_ascii=False))
+    header = (f"# make bench — {meta['started']}\n\n{meta['machine']}, {meta['cpus']} CPUs; load average "
+              f"(1/5/15 min) before {meta['load_before']}, after §1 {meta['load_after_locomo']}, "
+              f"at the end {meta['load_after']}; {meta['seconds']} s in all.")
+    (RESULTS / "SUMMARY.md").write_text("\n\n".join([header, *sections]) + "\n")
+    print(f"\nWrote {RESULTS}/SUMMARY.md ({meta['seconds']} s)")
+    shutil.rmtree(scratch, ignore_errors=True)
     return 0
 
 

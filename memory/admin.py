@@ -17,6 +17,8 @@ from memory.models import (
     Message,
     Profile,
     RecallDocument,
+    RecallStats,
+    RecallTerm,
     Relation,
     Slice,
     SliceLogEntry,
@@ -190,7 +192,7 @@ class LegacyMetaAdmin(admin.ModelAdmin):
 class RecallDocumentAdmin(admin.ModelAdmin):
     """The index's token stream, read-only: it is derived from the archive."""
 
-    list_display = ["message", "profile", "tokens"]
+    list_display = ["message", "profile", "pos", "slice", "speaker", "day", "tokens"]
     list_filter = [PROFILE_FILTER]
     search_fields = ["tokens"]
 
@@ -199,3 +201,26 @@ class RecallDocumentAdmin(admin.ModelAdmin):
 
     def has_change_permission(self, request, obj=None):
         return False
+
+
+class _DerivedRecallAdmin(admin.ModelAdmin):
+    """Recall statistics, read-only: kept by memory.recall.index with every archive write."""
+
+    list_filter = [PROFILE_FILTER]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+
+@admin.register(RecallTerm)
+class RecallTermAdmin(_DerivedRecallAdmin):
+    list_display = ["term", "profile", "df"]
+    search_fields = ["term"]
+
+
+@admin.register(RecallStats)
+class RecallStatsAdmin(_DerivedRecallAdmin):
+    list_display = ["profile", "n_docs", "n_tokens", "next_pos"]

@@ -5,7 +5,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from memory.clock import local_clock
@@ -61,8 +61,9 @@ def archive_message(
     clock = local_clock(created_at, tz, local_time)
     try:
         with transaction.atomic():
-            # Serialise writers of one profile (PostgreSQL; SQLite's IMMEDIATE already does).
-            Profile.objects.select_for_update().filter(pk=profile.pk).first()
+            if connection.features.has_select_for_update:
+                # Serialise writers of one profile (PostgreSQL; SQLite's IMMEDIATE already does).
+                Profile.objects.select_for_update().filter(pk=profile.pk).first()
             slice_, closed = _slice_for(profile, created_at, clock, new_conversation)
             message = Message.objects.create(
                 profile=profile,
@@ -82,7 +83,7 @@ def archive_message(
                 attachment=attachment,
                 content_hash=content_hash(profile.key, content),
             )
-            index_messages([message])
+            index_messages([message], new=True)
     except IntegrityError:
         # A concurrent writer stored the same mid first; answer as if we had seen it.
         existing = Message.objects.filter(profile=profile, mid=mid).first()

@@ -182,3 +182,22 @@ class RecallDocumentFactory(factory.django.DjangoModelFactory):
     message = factory.SubFactory(MessageFactory)
     profile = factory.SelfAttribute("message.profile")
     tokens = "hello"
+    pos = factory.Sequence(lambda n: n)
+    slice = factory.SelfAttribute("message.slice")
+    speaker = m.Message.Speaker.USER
+
+
+class RecallTermFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = m.RecallTerm
+
+    profile = factory.SubFactory(ProfileFactory)
+    term = "hello"
+    df = 1
+
+
+class RecallStatsFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = m.RecallStats
+
+    profile = factory.SubFactory(ProfileFactory)

@@ -12,7 +12,7 @@ from memory.models.curation import (
 )
 from memory.models.deletion import Tombstone
 from memory.models.legacy import LegacyFragment, LegacyMeta
-from memory.models.recall import RecallDocument
+from memory.models.recall import RecallDocument, RecallStats, RecallTerm
 
 __all__ = [
     "Card",
@@ -29,6 +29,8 @@ __all__ = [
     "MessageQuerySet",
     "Profile",
     "RecallDocument",
+    "RecallStats",
+    "RecallTerm",
     "Relation",
     "Slice",
     "SliceLogEntry",

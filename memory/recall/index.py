@@ -1,9 +1,17 @@
-"""The full-text index kept beside the archive (SPEC R2, D3).
+"""The full-text index kept beside the archive (SPEC R2, D3, O2).
 
 Every function here runs inside the caller's transaction: the archive write and the
 index write commit together, and so do a delete and its removal from the index.
+
+Per message: a RecallDocument (analysed tokens, position in the profile, slice, speaker,
+local day). Per profile: RecallTerm (document frequency of each term) and RecallStats
+(documents, tokens, next position). On SQLite the tokens also go into a contentless FTS5
+table, each prefixed with the profile (`p12x` + term), so a posting list never holds
+another profile's messages and the work of a query is bounded by that profile's
+document frequencies. On PostgreSQL a GIN index covers RecallDocument.tokens.
 """
 
+from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -12,58 +20,7 @@ from django.db import connection
 from memory.models import Message, RecallDocument
 from memory.recall.tokenize import tokenize
 
-MAX_TOKEN_CHARS = 64  # longer "words" (URLs, base64…) are cut: PostgreSQL refuses lexemes > 2047 bytes
-
-
-def _pkey(profile_id: int) -> str:
-    return f"p{profile_id}"
-
-
-def _indexable(tokens) -> list[str]:
-    return [t[:MAX_TOKEN_CHARS] for t in tokens]
-
-
-def index_messages(messages: Iterable[Message]) -> int:
-    """Add (or refresh) the live messages among `messages`; returns how many were indexed."""
-    docs = [
-        RecallDocument(message_id=m.pk, profile_id=m.profile_id, tokens=" ".join(_indexable(tokenize(m.content))))
-        for m in messages
-        if m.deleted_at is None
-    ]
-    if not docs:
-        return 0
-    remove_messages([d.message_id for d in docs])
-    RecallDocument.objects.bulk_create(docs, batch_size=500)
-    if connection.vendor == "sqlite":
-        with connection.cursor() as cursor:
-            cursor.executemany(
-                "INSERT INTO memory_recall_fts(rowid, tokens, pkey) VALUES (%s, %s, %s)",
-                [(d.message_id, d.tokens, _pkey(d.profile_id)) for d in docs],
-            )
-    return len(docs)
-
-
-def remove_messages(message_ids: Sequence[int]) -> int:
-    """Forget these messages in the index (hide, hard delete); unknown ids are ignored."""
-    ids = list(message_ids)
-    if not ids:
-        return 0
-    removed = 0
-    for start in range(0, len(ids), 500):
-        chunk = ids[start : start + 500]
-        docs = list(RecallDocument.objects.filter(message_id__in=chunk).values_list("message_id", "profile_id", "tokens"))
-        if not docs:
-            continue
-        if connection.vendor == "sqlite":
-            with connection.cursor() as cursor:
-                # A contentless FTS5 table forgets a row when given the values it indexed.
-                cursor.executemany(
-                    "INSERT INTO memory_recall_fts(memory_recall_fts, rowid, tokens, pkey) "
-                    "VALUES ('delete', %s, %s, %s)",
-                    [(mid, tokens, _pkey(pid)) for mid, pid, tokens in docs],
-                )
-        removed += RecallDocument.objects.filter(message_id__in=[d[0] for d in docs]).delete()[0]
-    return removed
+_CHUNK = 500
 
 
 @dataclass(frozen=True)
@@ -72,39 +29,230 @@ class Hit:
     score: float  # higher is better
 
 
+def fts_terms(profile_id: int, tokens: Iterable[str]) -> list[str]:
+    """The SQLite FTS5 spelling of a profile's terms (letters and digits only, one FTS token each)."""
+    prefix = f"p{profile_id}x"
+    return [prefix + t for t in tokens]
+
+
+def index_messages(messages: Iterable[Message], *, new: bool = False) -> int:
+    """Add (or refresh) the live messages among `messages`; returns how many were indexed.
+
+    `new=True` promises they were just created (never indexed), which saves a lookup on
+    the archive write's hot path."""
+    live = sorted((m for m in messages if m.deleted_at is None), key=lambda m: (m.created_at, m.pk))
+    if not live:
+        return 0
+    kept_pos = {} if new else _remove([m.pk for m in live])  # re-indexing keeps the position
+    tokens = {m.pk: tokenize(m.content) for m in live}
+    by_profile: dict[int, list[Message]] = defaultdict(list)
+    for m in live:
+        by_profile[m.profile_id].append(m)
+    docs = []
+    for profile_id, msgs in by_profile.items():
+        fresh = [m for m in msgs if m.pk not in kept_pos]
+        n_tokens = sum(len(tokens[m.pk]) for m in msgs)
+        next_pos = _bump_stats(profile_id, docs=len(msgs), tokens=n_tokens, positions=len(fresh))
+        pos = dict(kept_pos)
+        pos.update({m.pk: next_pos - len(fresh) + i for i, m in enumerate(fresh)})
+        docs.extend(
+            RecallDocument(
+                message_id=m.pk,
+                profile_id=profile_id,
+                tokens=" ".join(tokens[m.pk]),
+                pos=pos[m.pk],
+                slice_id=m.slice_id,
+                speaker=m.speaker,
+                day=m.local_day_key or m.created_at.date().isoformat(),
+            )
+            for m in msgs
+        )
+        df = Counter(t for m in msgs for t in set(tokens[m.pk]))
+        _bump_terms(profile_id, df, +1)
+    with connection.cursor() as cursor:
+        # Plain SQL rather than bulk_create: this runs on every archive write (BENCH §2).
+        cursor.executemany(
+            "INSERT INTO memory_recalldocument (message_id, profile_id, tokens, pos, slice_id, speaker, day)"
+            " VALUES (%s, %s, %s, %s, %s, %s, %s)",
+            [(d.message_id, d.profile_id, d.tokens, d.pos, d.slice_id, d.speaker, d.day) for d in docs],
+        )
+        if connection.vendor == "sqlite":
+            cursor.executemany(
+                "INSERT INTO memory_recall_fts(rowid, terms) VALUES (%s, %s)",
+                [(d.message_id, " ".join(fts_terms(d.profile_id, tokens[d.message_id]))) for d in docs],
+            )
+    return len(docs)
+
+
+def optimize_index() -> None:
+    """Merge the full-text index's segments after a bulk load (imports); a no-op on PostgreSQL."""
+    if connection.vendor == "sqlite":
+        with connection.cursor() as cursor:
+            cursor.execute("INSERT INTO memory_recall_fts(memory_recall_fts) VALUES ('optimize')")
+
+
+def remove_messages(message_ids: Sequence[int]) -> int:
+    """Forget these messages in the index (hide, hard delete); unknown ids are ignored."""
+    return len(_remove(list(message_ids)))
+
+
+def _remove(ids: list[int]) -> dict[int, int]:
+    """Remove indexed messages with their statistics; returns {message id: position} removed."""
+    removed: dict[int, int] = {}
+    for start in range(0, len(ids), _CHUNK):
+        chunk = ids[start : start + _CHUNK]
+        docs = list(
+            RecallDocument.objects.filter(message_id__in=chunk).values_list(
+                "message_id", "profile_id", "tokens", "pos"
+            )
+        )
+        if not docs:
+            continue
+        if connection.vendor == "sqlite":
+            with connection.cursor() as cursor:
+                # A contentless FTS5 table forgets a row when given the values it indexed.
+                cursor.executemany(
+                    "INSERT INTO memory_recall_fts(memory_recall_fts, rowid, terms) VALUES ('delete', %s, %s)",
+                    [(mid, " ".join(fts_terms(pid, tokens.split()))) for mid, pid, tokens, _ in docs],
+                )
+        by_profile: dict[int, list[list[str]]] = defaultdict(list)
+        for _, pid, tokens, _ in docs:
+            by_profile[pid].append(tokens.split())
+        for pid, streams in by_profile.items():
+            _bump_stats(pid, docs=-len(streams), tokens=-sum(map(len, streams)), positions=0)
+            _bump_terms(pid, Counter(t for s in streams for t in set(s)), -1)
+        RecallDocument.objects.filter(message_id__in=[d[0] for d in docs]).delete()
+        removed.update({mid: pos for mid, _, _, pos in docs})
+    return removed
+
+
+def _bump_stats(profile_id: int, *, docs: int, tokens: int, positions: int) -> int:
+    """Add to a profile's collection statistics; returns its next free position."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "INSERT INTO memory_recallstats (profile_id, n_docs, n_tokens, next_pos) VALUES (%s, %s, %s, %s)"
+            " ON CONFLICT (profile_id) DO UPDATE SET"
+            " n_docs = memory_recallstats.n_docs + excluded.n_docs,"
+            " n_tokens = memory_recallstats.n_tokens + excluded.n_tokens,"
+            " next_pos = memory_recallstats.next_pos + excluded.next_pos"
+            " RETURNING next_pos",
+            [profile_id, docs, tokens, positions],
+        )
+        return cursor.fetchone()[0]
+
+
+def _bump_terms(profile_id: int, df: Counter, sign: int) -> None:
+    if not df:
+        return
+    with connection.cursor() as cursor:
+        if sign > 0:
+            cursor.executemany(
+                "INSERT INTO memory_recallterm (profile_id, term, df) VALUES (%s, %s, %s)"
+                " ON CONFLICT (profile_id, term) DO UPDATE SET df = memory_recallterm.df + excluded.df",
+                [(profile_id, t, n) for t, n in df.items()],
+            )
+            return
+        cursor.executemany(
+            "UPDATE memory_recallterm SET df = df - %s WHERE profile_id = %s AND term = %s",
+            [(n, profile_id, t) for t, n in df.items()],
+        )
+        terms = list(df)
+        for start in range(0, len(terms), _CHUNK):
+            part = terms[start : start + _CHUNK]
+            cursor.execute(
+                "DELETE FROM memory_recallterm WHERE profile_id = %s AND df <= 0 AND term IN ("
+                + ", ".join(["%s"] * len(part))
+                + ")",
+                [profile_id, *part],
+            )
+
+
 def search(*, profile_id: int, tokens: Sequence[str], limit: int) -> list[Hit]:
     """The best `limit` messages of one profile for these query tokens, by the index's relevance."""
-    terms = sorted(set(_indexable(tokens)))
+    terms = sorted(set(tokens))
+    if not terms or limit <= 0:
+        return []
+    return [Hit(message_id=c.message_id, score=c.score) for c in candidates(profile_id, terms, limit)]
+
+
+@dataclass
+class Candidate:
+    """A message as the rerank sees it."""
+
+    message_id: int
+    score: float
+    pos: int
+    slice_id: int
+    speaker: str
+    day: str
+    tokens: list[str]
+
+
+_DOC_COLUMNS = "d.message_id, d.pos, d.slice_id, d.speaker, d.day, d.tokens"
+
+
+def candidates(profile_id: int, terms: Sequence[str], limit: int) -> list[Candidate]:
+    """First stage: one query for the profile's best `limit` live messages matching any term."""
     if not terms or limit <= 0:
         return []
     if connection.vendor == "sqlite":
-        return _search_sqlite(profile_id, terms, limit)
-    if connection.vendor == "postgresql":
-        return _search_postgresql(profile_id, terms, limit)
-    raise NotImplementedError(f"no full-text index for {connection.vendor}")
-
-
-def _search_sqlite(profile_id: int, terms: list[str], limit: int) -> list[Hit]:
-    query = f'pkey:"{_pkey(profile_id)}" AND tokens:(' + " OR ".join(f'"{t}"' for t in terms) + ")"
-    with connection.cursor() as cursor:
-        # bm25() is lower-is-better; the profile column weighs nothing.
-        cursor.execute(
-            "SELECT rowid, bm25(memory_recall_fts, 1.0, 0.0) AS s FROM memory_recall_fts "
-            "WHERE memory_recall_fts MATCH %s ORDER BY s LIMIT %s",
-            [query, limit],
+        match = " OR ".join(f'"{t}"' for t in fts_terms(profile_id, dict.fromkeys(terms)))
+        sql = (
+            f"SELECT {_DOC_COLUMNS}, c.s FROM ("
+            " SELECT rowid AS id, -bm25(memory_recall_fts) AS s FROM memory_recall_fts"
+            " WHERE memory_recall_fts MATCH %s ORDER BY bm25(memory_recall_fts) LIMIT %s) c"
+            " JOIN memory_recalldocument d ON d.message_id = c.id"
+            " JOIN memory_message m ON m.id = d.message_id"
+            " WHERE d.profile_id = %s AND m.deleted_at IS NULL ORDER BY c.s DESC, d.pos DESC"
         )
-        return [Hit(message_id=row[0], score=-row[1]) for row in cursor.fetchall()]
+        params = [match, limit, profile_id]
+    elif connection.vendor == "postgresql":
+        # Tokens are letters and digits only, so quoting each as a tsquery lexeme is exact.
+        query = " | ".join(f"'{t}'" for t in dict.fromkeys(terms))
+        sql = (
+            f"SELECT {_DOC_COLUMNS},"
+            " ts_rank(array_to_tsvector(string_to_array(d.tokens, ' ')), %s::tsquery) AS s"
+            " FROM memory_recalldocument d JOIN memory_message m ON m.id = d.message_id"
+            " WHERE d.profile_id = %s AND m.deleted_at IS NULL"
+            " AND array_to_tsvector(string_to_array(d.tokens, ' ')) @@ %s::tsquery"
+            " ORDER BY s DESC, d.pos DESC LIMIT %s"
+        )
+        params = [query, profile_id, query, limit]
+    else:
+        raise NotImplementedError(f"no full-text index for {connection.vendor}")
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return [
+            Candidate(mid, float(s), pos, sid, speaker, day, tokens.split())
+            for mid, pos, sid, speaker, day, tokens, s in cursor.fetchall()
+        ]
 
 
-def _search_postgresql(profile_id: int, terms: list[str], limit: int) -> list[Hit]:
-    # Tokens are letters and digits only, so quoting each as a tsquery lexeme is exact.
-    query = " | ".join(f"'{t}'" for t in terms)
+def documents_at(profile_id: int, positions: Iterable[int]) -> list[Candidate]:
+    """The profile's indexed messages at these positions (neighbours of hits), score 0."""
+    wanted = sorted(set(positions))
+    if not wanted:
+        return []
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT message_id, ts_rank(array_to_tsvector(string_to_array(tokens, ' ')), %s::tsquery) AS s"
-            " FROM memory_recalldocument WHERE profile_id = %s"
-            " AND array_to_tsvector(string_to_array(tokens, ' ')) @@ %s::tsquery"
-            " ORDER BY s DESC, message_id DESC LIMIT %s",
-            [query, profile_id, query, limit],
+            f"SELECT {_DOC_COLUMNS} FROM memory_recalldocument d WHERE d.profile_id = %s AND d.pos IN ("
+            + ", ".join(["%s"] * len(wanted))
+            + ")",
+            [profile_id, *wanted],
         )
-        return [Hit(message_id=row[0], score=float(row[1])) for row in cursor.fetchall()]
+        rows = cursor.fetchall()
+    return [Candidate(mid, 0.0, pos, sid, sp, day, toks.split()) for mid, pos, sid, sp, day, toks in rows]
+
+
+def document_frequencies(profile_id: int, terms: Sequence[str]) -> dict[str, int]:
+    """{term: number of the profile's indexed messages holding it} for the known terms."""
+    if not terms:
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT term, df FROM memory_recallterm WHERE profile_id = %s AND term IN ("
+            + ", ".join(["%s"] * len(terms))
+            + ")",
+            [profile_id, *terms],
+        )
+        return dict(cursor.fetchall())

@@ -1,197 +1,203 @@
-"""Recall v1 (SPEC R2-R4): what the companion remembers for one turn.
+"""Ranking a profile's whole archive for a question (SPEC R2, O2): the chat's one entry point.
 
-Relevance first: BM25 from the full-text index over the profile's whole archive.
-Recency is only a tie-breaker, unless the message asks about time ("yesterday",
-"last time", "上次", "昨天"…): then the asked-for day is searched too, or relevance
-is fused with recency (BENCH.md §1: fusing recency into every query hurts recall).
-Everything is cut by a token budget. One function, `recall()`, so the ranking
-internals can be replaced without touching callers.
+Two stages, a constant number of queries whatever the archive size:
+
+1. Document frequencies of the question's terms (one indexed lookup); the rarest terms
+   are kept while their summed frequency stays within `posting_budget`, which bounds the
+   full-text work, then one full-text query returns the best `n_candidates`.
+2. A rerank in Python over those candidates and their ±1 neighbours in the same slice
+   (one lookup by position): a speaker boost when the question names a party, neighbour
+   smoothing, slice-level evidence, a boost for turns carrying time words on "when"
+   questions, and one for turns from a month/year the question names. Recency counts
+   only when the question asks for it (weight 0 by default: it measured negative).
+
+Tuned on LoCoMo (BENCH §1); see bench/ and ../research/recall/NOTES.md for the ablations.
 """
 
-import math
 import re
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
 
-from django.conf import settings
-
-from memory.models import Experience, Highlight, Message, Profile
-from memory.recall.budget import approx_tokens
-from memory.recall.index import search
+from memory.recall.index import Candidate, Hit, candidates, document_frequencies, documents_at
 from memory.recall.tokenize import tokenize
-
-SEARCH_LIMIT = 40  # index hits fetched per turn; bounded whatever the archive size (O2)
-WINDOW_LIMIT = 20  # messages fetched from an asked-for day
-CURATED_SCAN_LIMIT = 2000  # newest live highlights/experiences scored in Python (v1)
-TOP_HIGHLIGHTS, TOP_ACTIVE, TOP_CANDIDATES = 3, 3, 2  # SPEC R3
-ITEM_OVERHEAD_TOKENS = 12  # labels around each item in the prompt (speaker, time, id)
-RRF_K = 60
-
-# Query words too common to carry meaning (BENCH.md §1's BM25 row uses English stop words).
-# Dropping them also keeps the index from scoring most of the archive for "the" or "我们".
-STOP_WORDS = frozenset(
-    """a about above after again all am an and any are as at be because been before being
-    below between both but by can could did do does doing down during each few for from further
-    had has have having he her here hers herself him himself his how i if in into is it its itself
-    just me more most my myself no nor not now of off on once only or other our ours ourselves out
-    over own same she should so some such than that the their theirs them themselves then there
-    these they this those through to too under until up very was we were what when where which
-    while who whom why will with would you your yours yourself yourselves im ive dont s t
-    我们 你们 他们 什么 怎么 这个 那个 一个 没有 就是 还是 可以 因为 所以 但是 如果 已经 自己 现在 时候 知道 觉得 一下 是不 不是 的话 了吗""".split()
-)
-
-# Phrases that ask about a day: (pattern, first day offset, last day offset), offsets from today.
-_DAY_PHRASES = (
-    (r"day before yesterday|前天", -2, -2),
-    (r"yesterday|昨天|昨晚|昨日", -1, -1),
-    (r"\btoday\b|\btonight\b|this morning|今天|今晚|今早|今日", 0, 0),
-    (r"last week|上周|上星期|上个星期", -7, -1),
-)
-# Phrases that ask about "the last time" without naming a day.
-_RECENT_PHRASES = r"last time|recently|the other day|earlier today|上次|上回|最近|前几天|刚才"
 
 
 @dataclass(frozen=True)
-class TimeHint:
-    start: datetime | None = None  # a window of days the message asks about
-    end: datetime | None = None
-    recent: bool = False  # "last time": fuse relevance with recency
+class RecallConfig:
+    n_candidates: int = 100  # full-text LIMIT
+    # Max summed document frequency of the terms sent to MATCH: 500 measured the same LoCoMo
+    # recall as 2000 (0.621/0.706/0.765) with less full-text work on big archives (BENCH §2).
+    posting_budget: int = 500
+    speaker_boost: float = 1.0  # a named party's turns score × (1 + boost)
+    neighbour_weight: float = 0.4  # share of a seed's score its ±1 turns (same slice) inherit
+    neighbour_seeds: int = 30  # how many top candidates spread to neighbours
+    slice_weight: float = 0.8  # + weight × the turn's slice share of candidate score
+    when_boost: float = 0.5  # "when …?" questions: turns with a time word score × (1 + boost)
+    date_boost: float = 0.3  # the question names a month/year: turns from then × (1 + boost)
+    recency_weight: float = 0.0  # RRF weight of newest-first, only if the question asks for it
 
 
-@dataclass
-class Recalled:
-    fragments: list[Message] = field(default_factory=list)
-    highlights: list[Highlight] = field(default_factory=list)
-    active: list[Experience] = field(default_factory=list)
-    candidates: list[Experience] = field(default_factory=list)
-    tokens: int = 0  # approximate tokens spent of the budget
+DEFAULT_CONFIG = RecallConfig()
+_MAX_QUERY_TERMS = 200  # a pasted essay as a question still costs one bounded lookup
 
 
-def time_hint(query: str, now: datetime) -> tuple[TimeHint | None, str]:
-    """Whether the message asks about time, and the message without its time words."""
-    text = query.lower()
-    for pattern, first, last in _DAY_PHRASES:
-        if re.search(pattern, text):
-            day = now.replace(hour=0, minute=0, second=0, microsecond=0)
-            start, end = day + timedelta(days=first), day + timedelta(days=last + 1)
-            return TimeHint(start=start, end=end), re.sub(pattern, " ", text)
-    if re.search(_RECENT_PHRASES, text):
-        return TimeHint(recent=True), re.sub(_RECENT_PHRASES, " ", text)
-    return None, query
-
-
-def recall(
+def rank_messages(
     *,
-    profile: Profile,
+    profile_id: int,
     query: str,
-    now: datetime,
-    exclude_ids: Iterable[int] = (),
-    budget: int | None = None,
-) -> Recalled:
-    """Memory fragments, highlights and experiences relevant to `query`, within the token budget.
+    limit: int,
+    now: datetime | None = None,
+    speaker_names: Mapping[str, str] | None = None,
+    config: RecallConfig = DEFAULT_CONFIG,
+) -> list[Hit]:
+    """The profile's live messages most relevant to `query`, best first, at most `limit`.
 
-    `now` is the user's local time (aware); `exclude_ids` are message pks already in the
-    prompt (the current turn, the recent turns). A constant number of queries (O2).
+    `speaker_names` maps a party's name to its speaker ("Caroline" → "user"), so a question
+    naming someone prefers their lines. `now` is accepted for relative time cues; the
+    current ranking uses the archive's own order for recency and does not read it.
     """
-    budget = settings.PREVIOUSLY_CONTEXT_TOKENS if budget is None else budget
-    hint, content_query = time_hint(query, now)
-    tokens = [t for t in tokenize(content_query) if t not in STOP_WORDS]
-    fragments = _rank_messages(profile, tokens, hint, set(exclude_ids))
-    query_tokens = set(tokens)
-    highlights = _top(
-        Highlight.objects.for_profile(profile)
-        .live()
-        .filter(flagged="", message__deleted_at__isnull=True)
-        .order_by("-created_at")[:CURATED_SCAN_LIMIT],
-        query_tokens,
-        lambda h: h.content,
-        TOP_HIGHLIGHTS,
-    )
-    experiences = list(
-        Experience.objects.for_profile(profile)
-        .valid()
-        .filter(status__in=[Experience.Status.ACTIVE, Experience.Status.CANDIDATE])
-        .order_by("-recorded_at")[:CURATED_SCAN_LIMIT]
-    )
-    active = _top(
-        [e for e in experiences if e.status == Experience.Status.ACTIVE],
-        query_tokens,
-        lambda e: f"{e.title} {e.content}",
-        TOP_ACTIVE,
-    )
-    candidates = _top(
-        [e for e in experiences if e.status == Experience.Status.CANDIDATE],
-        query_tokens,
-        lambda e: f"{e.title} {e.content}",
-        TOP_CANDIDATES,
-    )
-    return _within_budget(budget, active, highlights, fragments, candidates)
-
-
-def _rank_messages(profile, tokens, hint, exclude) -> list[Message]:
-    hits = search(profile_id=profile.pk, tokens=tokens, limit=SEARCH_LIMIT)
-    score = {h.message_id: h.score for h in hits}
-    live = Message.objects.for_profile(profile).live().exclude(message_type=Message.Type.SYSTEM)
-    # No ORDER BY: with one, SQLite may walk the (profile, created_at) index over the whole archive.
-    found = {m.pk: m for m in live.filter(pk__in=list(score)).exclude(pk__in=exclude).order_by()} if score else {}
-    by_relevance = sorted(
-        found.values(), key=lambda m: (-round(score[m.pk], 9), -m.created_at.timestamp(), -m.pk)
-    )
-    if hint is None:
-        return by_relevance
-    if hint.start is not None:
-        window = list(
-            live.filter(created_at__gte=hint.start, created_at__lt=hint.end)
-            .exclude(pk__in=exclude)
-            .order_by("-created_at", "-id")[:WINDOW_LIMIT]
-        )
-        in_window = {m.pk for m in window}
-        # Relevant lines of the asked-for day first, then the rest of that day, then the others.
-        first = [m for m in by_relevance if m.pk in in_window]
-        rest_of_day = [m for m in window if m.pk not in found]
-        later = [m for m in by_relevance if m.pk not in in_window]
-        return first + rest_of_day + later
-    # "Last time": reciprocal rank fusion of relevance with recency, among the relevant lines
-    # and the newest lines (which may share no word with the question).
-    newest = list(live.exclude(pk__in=exclude).order_by("-created_at", "-id")[:WINDOW_LIMIT])
-    pool = {m.pk: m for m in [*by_relevance, *newest]}
-    rel_rank = {m.pk: i for i, m in enumerate(by_relevance)}
-    by_time = sorted(pool.values(), key=lambda m: (m.created_at, m.pk), reverse=True)
-    fused = {
-        m.pk: 1 / (RRF_K + i) + (1 / (RRF_K + rel_rank[m.pk]) if m.pk in rel_rank else 0)
-        for i, m in enumerate(by_time)
-    }
-    return sorted(pool.values(), key=lambda m: (-fused[m.pk], -m.created_at.timestamp()))
-
-
-def _top(items: Iterable, query_tokens: set[str], text_of, n: int) -> list:
-    """The n items sharing most query tokens (weighted down for long texts); ties: newest first."""
-    if not query_tokens:
+    del now
+    if limit <= 0:
         return []
-    scored = []
-    for position, item in enumerate(items):
-        doc = set(tokenize(text_of(item)))
-        overlap = len(doc & query_tokens)
-        if overlap:
-            scored.append((-(overlap / math.sqrt(len(doc))), position, item))
-    scored.sort(key=lambda s: (s[0], s[1]))
-    return [item for _, _, item in scored[:n]]
+    scores, docs = _score(profile_id, query, speaker_names or {}, config)
+    ranked = sorted(scores, key=lambda mid: (-scores[mid], -docs[mid].pos))
+    return [Hit(message_id=mid, score=scores[mid]) for mid in ranked[:limit]]
 
 
-def _within_budget(budget: int, active, highlights, fragments, candidates) -> Recalled:
-    """Fill the budget by priority: confirmed experiences, highlights, fragments, candidates."""
-    out = Recalled()
+def _score(
+    profile_id: int, question: str, speaker_names: Mapping[str, str], cfg: RecallConfig
+) -> tuple[dict[int, float], dict[int, Candidate]]:
+    qtoks = list(dict.fromkeys(tokenize(question)))
+    if not qtoks:
+        return {}, {}
+    df = document_frequencies(profile_id, qtoks[:_MAX_QUERY_TERMS])
+    found = candidates(profile_id, select_match_terms(qtoks, df, cfg.posting_budget), cfg.n_candidates)
+    if not found:
+        return {}, {}
+    top = found[0].score or 1.0
+    docs = {c.message_id: c for c in found}
+    base = {c.message_id: c.score / top for c in found}
 
-    def take(items: Sequence, text_of, into: list) -> None:
-        for item in items:
-            cost = approx_tokens(text_of(item)) + ITEM_OVERHEAD_TOKENS
-            if out.tokens + cost <= budget:
-                into.append(item)
-                out.tokens += cost
+    speakers = {speaker_names[n] for n in named(question, speaker_names)}
+    if speakers and cfg.speaker_boost:
+        for mid, doc in docs.items():
+            if doc.speaker in speakers:
+                base[mid] *= 1.0 + cfg.speaker_boost
 
-    take(active, lambda e: f"{e.title} {e.content}", out.active)
-    take(highlights, lambda h: h.content, out.highlights)
-    take(fragments, lambda m: m.content, out.fragments)
-    take(candidates, lambda e: f"{e.title} {e.content}", out.candidates)
-    return out
+    scores = dict(base)
+    if cfg.neighbour_weight > 0:
+        seeds = sorted(base.items(), key=lambda kv: -kv[1])[: cfg.neighbour_seeds]
+        by_pos = {d.pos: d for d in docs.values()}
+        wanted = {docs[mid].pos + step for mid, _ in seeds for step in (-1, 1)} - by_pos.keys()
+        by_pos.update({d.pos: d for d in documents_at(profile_id, wanted)})
+        for mid, score in seeds:
+            seed = docs[mid]
+            for step in (-1, 1):
+                near = by_pos.get(seed.pos + step)
+                if near is None or near.slice_id != seed.slice_id:
+                    continue
+                docs.setdefault(near.message_id, near)
+                gain = base.get(near.message_id, 0.0) + cfg.neighbour_weight * score
+                scores[near.message_id] = max(scores.get(near.message_id, 0.0), gain)
+
+    if cfg.slice_weight > 0:
+        per_slice: dict[int, float] = {}
+        for mid, score in base.items():
+            per_slice[docs[mid].slice_id] = per_slice.get(docs[mid].slice_id, 0.0) + score
+        best = max(per_slice.values())
+        for mid in scores:
+            scores[mid] += cfg.slice_weight * per_slice.get(docs[mid].slice_id, 0.0) / best
+
+    if cfg.when_boost and _WHEN.search(question):
+        for mid in scores:
+            if _TIME_TOKENS.intersection(docs[mid].tokens) or any(_YEAR_TOKEN.match(t) for t in docs[mid].tokens):
+                scores[mid] *= 1.0 + cfg.when_boost
+
+    cues = date_cues(question) if cfg.date_boost else []
+    if cues:
+        for mid in scores:
+            if _day_matches(docs[mid].day, cues):
+                scores[mid] *= 1.0 + cfg.date_boost
+
+    if cfg.recency_weight and _RECENCY.search(question):
+        ranked = sorted(scores, key=lambda mid: -scores[mid])
+        newest = sorted(scores, key=lambda mid: -docs[mid].pos)
+        fused = {mid: 1.0 / (60 + r) for r, mid in enumerate(ranked)}
+        for r, mid in enumerate(newest):
+            fused[mid] += cfg.recency_weight / (60 + r)
+        scores = fused
+    return scores, docs
+
+
+def select_match_terms(terms: Sequence[str], df: Mapping[str, int], budget: int) -> list[str]:
+    """Rarest-first known terms whose summed document frequency stays within `budget`
+    (the rarest is always kept): an OR query visits every posting of every term."""
+    known = sorted((t for t in terms if df.get(t)), key=lambda t: df[t])
+    kept: list[str] = []
+    total = 0
+    for term in known:
+        if kept and total + df[term] > budget:
+            break
+        kept.append(term)
+        total += df[term]
+    return kept
+
+
+def named(question: str, names: Mapping[str, str]) -> set[str]:
+    """The parties' names that occur in the question as whole words (any case)."""
+    lowered = question.lower()
+    return {n for n in names if n and re.search(r"(?<!\w)" + re.escape(n.lower()) + r"(?!\w)", lowered)}
+
+
+_RECENCY = re.compile(
+    r"\b(recent(ly)?|latest|last time|lately|these days|nowadays|just now|the other day)\b"
+    r"|最近|刚才|刚刚|上次|前几天|这几天|近来",
+    re.I,
+)
+_WHEN = re.compile(
+    r"\bwhen\b|\bwhat (time|date|year|month|day)\b|how long ago|什么时候|哪天|哪一天|几月|哪年|何时", re.I
+)
+_TIME_TOKENS = frozenset(
+    tokenize(
+        "yesterday today tonight tomorrow ago last next week weekend month year day "
+        "morning afternoon evening night monday tuesday wednesday thursday friday saturday sunday "
+        "january february march april june july august september october november december "
+        "recently earlier later soon upcoming since "
+        "昨天 今天 明天 前天 上周 下周 上个月 下个月 去年 今年 明年 周末 星期 礼拜 早上 晚上 刚才 最近"
+    )
+)
+_YEAR_TOKEN = re.compile(r"^(19|20)\d\d$")
+_MONTHS = {
+    m: i + 1
+    for i, m in enumerate(
+        "january february march april may june july august september october november december".split()
+    )
+}
+_MONTH = re.compile(r"\b(" + "|".join(_MONTHS) + r")\b(?:\s*,?\s*(\d{4}))?", re.I)
+_YEAR = re.compile(r"\b(19\d\d|20\d\d)\b")
+_CN_MONTH = re.compile(r"(?:(\d{4})年)?(\d{1,2})月")
+_MAY_AS_MONTH = re.compile(r"\b(in|of|during|since|before|after|early|late|mid)$")
+
+
+def date_cues(question: str) -> list[tuple[int | None, int | None]]:
+    """(year, month) periods the question names explicitly: "in May 2023", "2023年5月"."""
+    cues: list[tuple[int | None, int | None]] = []
+    for m in _MONTH.finditer(question):
+        word, year = m.group(1).lower(), m.group(2)
+        before = question[: m.start()].rstrip().lower()
+        if word == "may" and not year and not _MAY_AS_MONTH.search(before):
+            continue  # "may" the verb
+        cues.append((int(year) if year else None, _MONTHS[word]))
+    for m in _CN_MONTH.finditer(question):
+        cues.append((int(m.group(1)) if m.group(1) else None, int(m.group(2))))
+    if not cues:
+        cues = [(int(y), None) for y in _YEAR.findall(question)]
+    return cues
+
+
+def _day_matches(day: str, cues: list[tuple[int | None, int | None]]) -> bool:
+    if len(day) < 7 or not day[:4].isdigit() or not day[5:7].isdigit():
+        return False
+    year, month = int(day[:4]), int(day[5:7])
+    return any((y is None or y == year) and (mo is None or mo == month) for y, mo in cues)

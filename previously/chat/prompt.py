@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from memory.clock import LocalClock, period_label
 from memory.models import Message, Profile, Slice
-from memory.recall.rank import Recalled
+from memory.recall.context import Recalled
 
 OPEN, CLOSE = "<<<", ">>>"
 _ZERO_WIDTH = re.compile("[\u00ad\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff]")

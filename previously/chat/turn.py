@@ -22,7 +22,7 @@ from memory.curation import HighlightRefused, add_highlight
 from memory.models import Highlight, Message, Profile, Slice
 from memory.models.archive import USER_MID_RE
 from memory.recall import recall
-from memory.recall.rank import Recalled
+from memory.recall.context import Recalled
 from previously.agent.analyzer import after_reply
 from previously.agent.briefing import arrival_briefing
 from previously.agent.lifecycle import slice_closed

@@ -24,6 +24,8 @@ MODELS_AND_FACTORIES = [
     (m.LegacyFragment, f.LegacyFragmentFactory),
     (m.LegacyMeta, f.LegacyMetaFactory),
     (m.RecallDocument, f.RecallDocumentFactory),
+    (m.RecallTerm, f.RecallTermFactory),
+    (m.RecallStats, f.RecallStatsFactory),
 ]
 
 

@@ -7,7 +7,7 @@ import pytest
 from memory.archive import archive_message
 from memory.clock import local_clock
 from memory.models import Slice
-from memory.recall.rank import Recalled
+from memory.recall.context import Recalled
 from previously.chat import prompt
 from previously.chat.turn import prepare
 from tests.factories import (

@@ -1,0 +1,35 @@
+"""Rank a `locomo-recall-v1` protocol file with the chat's own recall (BENCH §1)."""
+
+import json
+from pathlib import Path
+
+from django.core.management.base import BaseCommand, CommandError
+
+from memory.recall.batch import ProtocolError, retrieve_batch
+
+
+class Command(BaseCommand):
+    help = (
+        "Load each conversation of INPUT through the archive into a throwaway profile (rolled "
+        "back, nothing is committed), rank its queries with the chat's recall, write OUTPUT."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("input", help="a locomo-recall-v1 JSON file")
+        parser.add_argument("output", help="where to write {results, latency_ms} as JSON")
+        parser.add_argument("--k", type=int, default=20, help="ids per query, at least (default 20)")
+
+    def handle(self, *args, input, output, k, **options):
+        if k <= 0:
+            raise CommandError("--k must be a positive number of ids per query.")
+        try:
+            data = json.loads(Path(input).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            raise CommandError(f"Cannot read {input} as JSON: {e}") from e
+        progress = (lambda line: self.stderr.write(line)) if options["verbosity"] > 1 else None
+        try:
+            out = retrieve_batch(data, k=k, progress=progress)
+        except ProtocolError as e:
+            raise CommandError(f"{input}: {e}") from e
+        Path(output).write_text(json.dumps(out, ensure_ascii=False), encoding="utf-8")
+        self.stdout.write(f"Ranked {len(out['results'])} queries into {output}.")
