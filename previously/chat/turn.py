@@ -197,9 +197,13 @@ def store_reply(
     return reply, highlights
 
 
-def offline_reply(profile: Profile, recalled: Recalled) -> str:
-    """L2: an answer quoting remembered lines with their dates, clearly not from a model."""
+def offline_reply(profile: Profile, user_message: Message, now: datetime) -> str:
+    """L2: an answer quoting remembered lines with their dates, clearly not from a model.
+
+    Unlike a model's prompt, which replays the slice's recent turns, this answer may quote the
+    current conversation too: only the question itself is left out."""
     zh = profile.language == "zh"
+    recalled = recall(profile=profile, query=user_message.content, now=now, exclude_ids=[user_message.pk])
     lines = recalled.fragments[:3]
     if not lines:
         return (
@@ -271,7 +275,7 @@ async def reply_to(profile: Profile, user_message: Message, send: Send, *, local
     cleaner = markers.StreamCleaner()
     error = ""
     if provider.offline:
-        text = await database_sync_to_async(offline_reply)(prepared.profile, prepared.recalled)
+        text = await database_sync_to_async(offline_reply)(prepared.profile, user_message, prepared.clock.local)
         cleaner.feed(text)
         await send(render("token", umid=umid, text=text))
     else:

@@ -224,6 +224,20 @@ async def test_offline_replies_speak_chinese_for_a_chinese_profile_l2(connect, u
     assert (await rows(profile))[-1][2].startswith("离线模式")
 
 
+async def test_offline_replies_may_quote_the_current_conversation_l2(connect, user):
+    """Offline, nobody replays the recent turns, so a line said a minute ago is quotable."""
+    await database_sync_to_async(ProfileFactory)(user=user, key="owner", language="en")
+    reset_provider(Offline())
+    try:
+        chat = await connect(user)
+        await chat.say("My cat Mochi 🐱 loves tuna", mid=new_mid(1))
+        frames = await chat.say("What does Mochi love?", mid=new_mid(2))
+    finally:
+        reset_provider(None)
+    assert "My cat Mochi 🐱 loves tuna" in frames[-1]
+    assert "What does Mochi love?" not in frames[-1].split("From your memory:")[1]
+
+
 async def test_page_events_of_the_profile_group_reach_the_page(connect, user, profile):
     chat = await connect(user)
     await get_channel_layer().group_send(group_name(profile), {"type": "page.event", "html": '<div id="card-status" hx-swap-oob="true">evolving</div>'})
