@@ -1,11 +1,12 @@
 """BENCH.md §2: the time the app adds to a chat turn before the model is called, by archive size.
 
-A turn here: archive the user message (archive_message, with its index write), recall
-over the whole archive, and a prompt-assembly stand-in (load the recalled messages and
-format them within a budget) — the chat's prompt module is not on this branch yet.
+A production turn is exactly the chat's work before the model call: archive the user
+message (archive_message, with its index write), then `previously.chat.turn.prepare`:
+recall over the whole archive (rank_messages + highlights/experiences + token budget),
+the frozen card (K9), the arrival briefing (K14) and the prompt in SPEC R5's order.
 The legacy algorithm's turn is measured in the same run on the same archive: the same
 archive write, then the old recall (the newest 300 messages, count of R1 tokens found as
-substrings) and the same stand-in.
+substrings) and a plain prompt of the recalled lines.
 
 The archive is mixed Chinese/English: LoCoMo's English turns and recombined Chinese
 phrases with fresh bigrams, so the vocabulary keeps growing as in real chat.
@@ -14,7 +15,6 @@ phrases with fresh bigrams, so the vocabulary keeps growing as in real chat.
 import random
 import statistics
 import time
-from collections.abc import Callable
 
 from django.contrib.auth import get_user_model
 from django.db import connection, transaction
@@ -24,7 +24,6 @@ from django.utils import timezone
 from memory.archive import archive_message
 from memory.models import Message, Profile, Slice
 from memory.recall.index import index_messages, optimize_index
-from memory.recall.rank import rank_messages
 from memory.recall.tokenize import tokenize_r1
 
 ZH_PHRASES = (
@@ -97,12 +96,6 @@ def seed_archive(profile: Profile, offset: int, n: int, gen: Synthetic) -> float
     return time.perf_counter() - began
 
 
-def production_recall(profile: Profile, question: str) -> list[int]:
-    hits = rank_messages(profile_id=profile.pk, query=question, limit=RECALL_LIMIT,
-                         speaker_names={"小明": "user", "小雨": "assistant"})
-    return [h.message_id for h in hits]
-
-
 def legacy_recall(profile: Profile, question: str) -> list[int]:
     """The old system: newest 300 lines, score = distinct R1 query tokens found as substrings."""
     terms = set(tokenize_r1(question))
@@ -133,10 +126,18 @@ def prompt_stand_in(ids: list[int]) -> str:
     return "\n".join(out)
 
 
-def _turn(profile: Profile, recall: Callable, question: str, mid: str) -> None:
-    """The user's line is archived, then recalled against: the chat's order of work."""
+def production_turn(profile: Profile, question: str, mid: str) -> None:
+    """The chat's own work before the model is called (previously.chat.turn)."""
+    from previously.chat.turn import prepare
+
+    message = archive_message(profile=profile, mid=mid, speaker="user", content=question).message
+    prepare(profile, message)
+
+
+def legacy_turn(profile: Profile, question: str, mid: str) -> None:
+    """The old order of work: archive, newest-300 recall, a plain prompt of the recalled lines."""
     archive_message(profile=profile, mid=mid, speaker="user", content=question)
-    prompt_stand_in(recall(profile, question))
+    prompt_stand_in(legacy_recall(profile, question))
 
 
 def _percentile(values: list[float], p: float) -> float:
@@ -148,9 +149,9 @@ def run(*, sizes: list[int], turns: int, rounds: int, english: list[str], questi
     gen = Synthetic(english, questions)
     user = get_user_model().objects.create(username=f"bench{time.time_ns()}")
     profile = Profile.objects.create(user=user, key="bench")
-    algorithms = {"production": production_recall, "legacy": legacy_recall}
+    algorithms = {"production": production_turn, "legacy": legacy_turn}
     out = {
-        "turn": "archive_message (+ index) → recall → prompt stand-in (load ≤10 recalled lines, format)",
+        "turn": "archive_message (+ index) → previously.chat.turn.prepare (recall, card, briefing, prompt)",
         "rounds": rounds, "turns_per_round": turns, "sizes": {},
     }
     seeded, counter = 0, 0
@@ -158,22 +159,22 @@ def run(*, sizes: list[int], turns: int, rounds: int, english: list[str], questi
         seed_s = seed_archive(profile, seeded, size - seeded, gen)
         seeded = size
         row = {"seed_seconds": round(seed_s, 1)}
-        for name, recall in algorithms.items():
+        for name, turn in algorithms.items():
             queries = []
             for _ in range(3):  # counted apart from the timed turns (counting forces query logging)
                 counter += 1
                 with CaptureQueriesContext(connection) as ctx:
-                    _turn(profile, recall, gen.question(), f"c_{counter:016x}")
+                    turn(profile, gen.question(), f"c_{counter:016x}")
                 queries.append(len(ctx.captured_queries))
             row[name] = {"queries_per_turn": sorted(set(queries)), "p50_per_round": [], "p99_per_round": []}
         for _ in range(rounds):
-            for name, recall in algorithms.items():
+            for name, turn in algorithms.items():
                 timings = []
                 for _ in range(turns):
                     counter += 1
                     question = gen.question()
                     began = time.perf_counter()
-                    _turn(profile, recall, question, f"c_{counter:016x}")
+                    turn(profile, question, f"c_{counter:016x}")
                     timings.append((time.perf_counter() - began) * 1000)
                 row[name]["p50_per_round"].append(round(statistics.median(timings), 3))
                 row[name]["p99_per_round"].append(round(_percentile(timings, 99), 3))
@@ -192,7 +193,7 @@ def summary(data: dict) -> str:
         "### Per-turn overhead (SQLite, BENCH §2)",
         "",
         f"A turn: {data['turn']}. Medians over {data['rounds']} rounds of {data['turns_per_round']} turns.",
-        "Legacy: same archive write, then the newest-300 hit-count recall, same stand-in.",
+        "Legacy: same archive write, then the newest-300 hit-count recall and a plain prompt of its lines.",
         "",
         "| archived messages | production p50 ms | production p99 ms | legacy p50 ms | legacy p99 ms "
         "| queries/turn production | queries/turn legacy | seeding s |",

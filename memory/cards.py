@@ -152,7 +152,7 @@ def _slice_now(slice_: Slice, now: datetime | None) -> datetime:
 
 def injected_card_for(slice_: Slice, *, now: datetime | None = None) -> str:
     """The card as the prompt shows it, frozen on the slice at first use (K9)."""
-    if slice_.injected_card:
+    if slice_.injected_card is not None:
         return slice_.injected_card
     return refresh_injected_card(slice_, now=now, reason="")
 

@@ -119,7 +119,7 @@ def _import_profile(pdata: dict, *, user, report: FullReport) -> None:
         obj = Slice(profile=profile, key=s["key"], started_at=_dt(s["started_at"]),
                     last_message_at=_dt(s["last_message_at"]), ended_at=_dt(s.get("ended_at")),
                     close_reason=s.get("close_reason") or "", tz=s.get("tz") or "UTC",
-                    injected_card=s.get("injected_card") or "")
+                    injected_card=s.get("injected_card"))
         slices[s["key"]] = obj
         new_slices.append(obj)
         report.add("slices", "created")

@@ -110,8 +110,9 @@ class Slice(models.Model):
     ended_at = models.DateTimeField(null=True, blank=True)
     close_reason = models.CharField(max_length=20, choices=CloseReason.choices, blank=True)
     tz = models.CharField(max_length=64, default="UTC")
-    # K9: the card as injected into prompts, frozen for the life of the slice.
-    injected_card = models.TextField(blank=True)
+    # K9: the card as injected into prompts, frozen for the life of the slice; NULL until the
+    # slice's first turn freezes it ("" is a frozen empty card).
+    injected_card = models.TextField(null=True, blank=True)  # noqa: DJ001 - NULL means "not frozen yet"
 
     objects = SliceQuerySet.as_manager()
 

@@ -163,7 +163,9 @@ def prepare(
         profile=profile,
         slice_=slice_,
         card_text=injected_card_for(slice_, now=clock.local),
-        briefing=arrival_briefing(profile, slice_, now=clock.local),
+        # K14 only on the slice's first reply; a slice with a reply already needs no look.
+        briefing=None if any(m.speaker == Message.Speaker.ASSISTANT for m in recent)
+        else arrival_briefing(profile, slice_, now=clock.local),
         clock=clock,
         recalled=recalled,
         recent=recent,

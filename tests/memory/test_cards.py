@@ -27,6 +27,15 @@ def test_the_injected_copy_is_identical_across_turns_of_a_slice(profile):
     assert "2026-08-11 (7 天前)" in first  # relative time in the profile's language
 
 
+def test_an_empty_card_is_frozen_too_and_costs_no_queries_on_later_turns(profile, django_assert_num_queries):
+    """K9 + O2: "" is a frozen empty card, not "not frozen yet" (that is NULL)."""
+    slice_ = make_slice(profile, closed=False)
+    assert injected_card_for(slice_, now=NOW) == ""
+    set_card(profile, SEED_CARD)  # a card appears mid-slice: the prompt prefix must not move
+    with django_assert_num_queries(0):
+        assert injected_card_for(slice_, now=NOW) == ""
+
+
 def test_an_explicit_request_rerenders_the_injected_copy(profile, llm_server, llm_provider):
     from previously.agent.analyzer import after_reply
     from tests.llm_server import Turn
