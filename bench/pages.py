@@ -45,7 +45,15 @@ def main(argv: list[str] | None = None) -> int:
     from django.test.utils import CaptureQueriesContext
 
     from bench.turn_overhead import Synthetic, seed_archive
-    from memory.models import CardSnapshot, EvolutionRun, Experience, Highlight, Message, Profile, Slice
+    from memory.models import (
+        CardSnapshot,
+        EvolutionRun,
+        Experience,
+        Highlight,
+        Message,
+        Profile,
+        Slice,
+    )
     from previously.llm import reset_provider
     from previously.llm.offline import Offline
 
