@@ -15,6 +15,8 @@ from django.db import models, transaction
 from django.utils import timezone
 
 from memory.models import (
+    CardSnapshot,
+    EvolutionRun,
     Experience,
     ExperienceHistory,
     ExperienceSource,
@@ -24,10 +26,11 @@ from memory.models import (
     Message,
     Profile,
     Relation,
+    Slice,
     Tombstone,
 )
 from memory.models.deletion import tombstone_expiry
-from memory.recall.index import index_messages, remove_messages
+from memory.recall.index import forget_profile, index_messages, remove_messages
 
 log = logging.getLogger(__name__)
 
@@ -375,3 +378,51 @@ def prune_tombstones(*, dry_run: bool = False, now: datetime | None = None) -> i
     if dry_run:
         return expired.count()
     return expired.delete()[0]
+
+
+# --- a whole profile (P2: the user's right to remove a companion and all of it) ---------
+
+
+def profile_contents(profile: Profile) -> dict[str, int]:
+    """What deleting `profile` removes, counted per kind (shown before the user confirms)."""
+    return {
+        "messages": Message.objects.filter(profile=profile).count(),
+        "slices": Slice.objects.filter(profile=profile).count(),
+        "highlights": Highlight.objects.filter(profile=profile).count(),
+        "favourites": Favourite.objects.filter(profile=profile).count(),
+        "experiences": Experience.objects.filter(profile=profile).count(),
+        "relations": Relation.objects.filter(profile=profile).count(),
+        "card_snapshots": CardSnapshot.objects.filter(profile=profile).count(),
+        "evolution_runs": EvolutionRun.objects.filter(profile=profile).count(),
+        "legacy_fragments": LegacyFragment.objects.filter(profile=profile).count(),
+        "tombstones": Tombstone.objects.filter(profile=profile).count(),
+    }
+
+
+def delete_profile(profile: Profile) -> dict[str, int]:
+    """Delete a profile and everything of it for good: rows, recall index, attachment files.
+
+    No tombstones are left: they belong to the profile too, and the user asked for all of it
+    to go. Returns the counts of `profile_contents` as they were."""
+    with transaction.atomic():
+        counts = profile_contents(profile)
+        paths = [
+            a["path"]
+            for a in Message.objects.filter(profile=profile, attachment__isnull=False).values_list(
+                "attachment", flat=True
+            )
+            if isinstance(a, dict) and a.get("path")
+        ]
+        forget_profile(profile.pk)
+        profile.delete()
+
+        def remove_files():
+            for path in paths:
+                try:
+                    default_storage.delete(path)
+                except OSError:
+                    log.warning("could not delete attachment %s of a deleted profile", path)
+
+        if paths:
+            transaction.on_commit(remove_files)
+    return counts

@@ -256,3 +256,31 @@ def document_frequencies(profile_id: int, terms: Sequence[str]) -> dict[str, int
             [profile_id, *terms],
         )
         return dict(cursor.fetchall())
+
+
+def forget_profile(profile_id: int) -> int:
+    """Drop a whole profile from the index (the profile is being deleted); returns documents dropped.
+
+    RecallDocument/RecallTerm/RecallStats rows go with the profile's cascade; only SQLite's
+    contentless FTS5 table needs telling, row by row, with the terms it indexed."""
+    docs = RecallDocument.objects.filter(profile_id=profile_id).values_list("message_id", "tokens")
+    dropped = 0
+    if connection.vendor == "sqlite":
+        batch: list[tuple[int, str]] = []
+        with connection.cursor() as cursor:
+            for mid, tokens in docs.iterator(chunk_size=2000):
+                batch.append((mid, " ".join(fts_terms(profile_id, tokens.split()))))
+                if len(batch) >= 2000:
+                    cursor.executemany(_FTS_DELETE, batch)
+                    dropped += len(batch)
+                    batch = []
+            if batch:
+                cursor.executemany(_FTS_DELETE, batch)
+                dropped += len(batch)
+    else:
+        dropped = docs.count()
+    RecallDocument.objects.filter(profile_id=profile_id).delete()
+    return dropped
+
+
+_FTS_DELETE = "INSERT INTO memory_recall_fts(memory_recall_fts, rowid, terms) VALUES ('delete', %s, %s)"

@@ -5,12 +5,11 @@ from django.db.models import Q
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
-from django_htmx.http import HttpResponseClientRedirect
 
 from memory.models import Message, Profile
 from previously.agent.lifecycle import new_conversation as start_new_conversation
 from previously.llm import get_provider
-from previously.profiles import SESSION_KEY, current_profile
+from previously.profiles import current_profile
 
 PAGE_SIZE = 30
 
@@ -83,15 +82,3 @@ def new_conversation(request):
     if request.htmx:
         return render(request, "chat.html#divider", {"lang": profile.language})
     return redirect(request.POST.get("next") or "home")
-
-
-@login_required
-@require_POST
-def switch_profile(request):
-    """Make another of the user's profiles the current one."""
-    profile = Profile.objects.for_user(request.user).filter(key=request.POST.get("key", "")).first()
-    if profile is not None:
-        request.session[SESSION_KEY] = profile.key
-    if request.htmx:
-        return HttpResponseClientRedirect(reverse("home"))
-    return redirect("home")
