@@ -27,6 +27,7 @@ from django.db import transaction
 from memory.clock import period_of
 from memory.hashing import content_hash, str_hash
 from memory.interop import legacy_shapes as shapes
+from memory.interop.bulk_insert import bulk_insert
 from memory.interop.dump_reader import DumpEntry, DumpFormatError, read_dump
 from memory.interop.markers import clean_markers, loose
 from memory.models import (
@@ -964,15 +965,20 @@ def write_plan(profiles: dict[str, ProfilePlan], *, user, progress: Progress = _
         assign_slices(profile=profile, messages=p.messages, tz_offset_hours=p.tz_offset_hours)
         for msg in p.messages:
             msg.profile = profile
-        Message.objects.bulk_create(p.messages, batch_size=BATCH)
+        if p.messages and bulk_insert(Message, p.messages):
+            # The raw insert returns no pks: read them back by the (profile, mid) unique key.
+            mids = dict(Message.objects.filter(profile=profile).values_list("mid", "pk"))
+            for msg in p.messages:
+                msg.pk = mids[msg.mid]
+        else:
+            mids = dict(p.existing.mids)
+            mids.update((m.mid, m.pk) for m in p.messages)
         _index_imported(p.messages)
-        mids = dict(p.existing.mids)
-        mids.update((m.mid, m.pk) for m in p.messages)
 
         for frag, mid in p.fragments:
             frag.profile = profile
             frag.message_id = mids.get(mid) if mid else None
-        LegacyFragment.objects.bulk_create([f for f, _ in p.fragments], batch_size=BATCH)
+        bulk_insert(LegacyFragment, [f for f, _ in p.fragments])
 
         for hl, mid in p.highlights:
             hl.profile = profile
