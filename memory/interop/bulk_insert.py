@@ -36,6 +36,15 @@ def _converter(field: models.Field, conn) -> Callable[[Any], Any]:
     target = field.target_field if isinstance(field, models.ForeignKey) else field
     if isinstance(target, models.IntegerField):  # AutoFields included (ForeignKey targets)
         return lambda v: v if v is None or v.__class__ is int else prep(v, conn)
+    if (
+        isinstance(field, models.JSONField)
+        and type(field).get_db_prep_save is models.JSONField.get_db_prep_save
+        and type(field).get_db_prep_value is models.JSONField.get_db_prep_value
+        and type(field).get_prep_value is models.Field.get_prep_value
+    ):
+        adapt_json, encoder = conn.ops.adapt_json_value, field.encoder
+        # A dict or list goes straight to the backend's JSON adapter, as get_db_prep_save does.
+        return lambda v: adapt_json(v, encoder) if v.__class__ is dict or v.__class__ is list else prep(v, conn)
     if isinstance(field, models.DateTimeField) and not (field.auto_now or field.auto_now_add):
         adapt = conn.ops.adapt_datetimefield_value
         # An aware datetime passes DateTimeField.get_prep_value unchanged.
@@ -74,6 +83,7 @@ def bulk_insert(model: type[models.Model], objs: Sequence[models.Model], *, usin
                 model._default_manager.using(using).bulk_create(objs, batch_size=1000)
                 return False
     convs = [_converter(f, conn) for f in fields]
+    relations = [(f.name, f.attname) for f in fields if f.is_relation]
     pairs = list(zip(attnames, convs, strict=True))
     qn = conn.ops.quote_name
     sql = "INSERT INTO {} ({}) VALUES ({})".format(
@@ -84,8 +94,15 @@ def bulk_insert(model: type[models.Model], objs: Sequence[models.Model], *, usin
             chunk = objs[start : start + CHUNK]
             rows = []
             for o in chunk:
-                o._prepare_related_fields_for_save(operation_name="bulk_create")
                 d = o.__dict__
+                cache = o._state.fields_cache
+                for name, attname in relations:
+                    # Django's check only acts when a cached related object disagrees with
+                    # the id column (unsaved, saved after assignment, or reassigned).
+                    rel = cache.get(name)
+                    if rel is not None and (rel.pk is None or rel.pk != d[attname]):
+                        o._prepare_related_fields_for_save(operation_name="bulk_create")
+                        break
                 rows.append(tuple([conv(d[a]) for a, conv in pairs]))
             cursor.executemany(sql, rows)
     for o in objs:
