@@ -28,7 +28,7 @@ except ImportError:  # pragma: no cover - a declared dependency; the json module
     orjson = None
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.db import connection, transaction
+from django.db import transaction
 
 from memory.clock import period_of
 from memory.hashing import content_hash, str_hash
@@ -157,23 +157,34 @@ class Rec:
 
 _KEY_RE = re.compile(r"^(msg|hl|exp|rel|tomb|mem):([^:]*):(.+)\Z", re.DOTALL)
 _STR_HASH_RE = re.compile(r"[0-9a-f]{1,8}")
-# orjson turns integers beyond 64 bits into floats; such values go to the json module.
-_LONG_DIGITS_RE = re.compile(r"\d{19}")
 _valid_profiles: dict[str, bool] = {}
+
+
+def _has_float(value: dict | list) -> bool:
+    for x in value.values() if value.__class__ is dict else value:
+        c = x.__class__
+        if c is float or ((c is dict or c is list) and _has_float(x)):
+            return True
+    return False
 
 
 def loads_value(text: str) -> Any:
     """json.loads(text), computed by orjson where that gives the very same value.
 
-    orjson rejects what it cannot represent exactly (NaN, 1e400, lone surrogates) and the
-    json module then decides, so errors and their messages are the json module's own.
+    orjson rejects what it cannot represent exactly (NaN, 1e400, lone surrogates) and
+    reads integers beyond 64 bits as floats; for those, and for anything holding a float,
+    the json module decides, so values, errors and their messages are the json module's.
     """
-    if orjson is not None and not _LONG_DIGITS_RE.search(text):
-        try:
-            return orjson.loads(text)
-        except orjson.JSONDecodeError:
-            pass
-    return json.loads(text)
+    if orjson is None:
+        return json.loads(text)
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json.loads(text)
+    c = value.__class__
+    if c is float or ((c is dict or c is list) and _has_float(value)):
+        return json.loads(text)
+    return value
 
 
 def resolve_profile(segment: str | None, key: str, report: Report | None) -> str:
@@ -1085,38 +1096,13 @@ def import_kv(
     report = Report(dry_run=dry_run)
     with _gc_paused():
         by_family = read_records(fh, skip_bad=skip_bad, report=report, progress=progress)
-        with transaction.atomic(), _import_cache():
+        with transaction.atomic():
             profiles = plan_import(by_family, user=user, report=report, progress=progress)
             del by_family
             if not dry_run:
                 write_plan(profiles, user=user, progress=progress)
     _GLOBAL_META = None
     return report
-
-
-# A page cache of this many KiB for the import's SQLite connection (default: 2 MB).
-SQLITE_IMPORT_CACHE_KIB = 64 * 1024
-
-
-@contextmanager
-def _import_cache():
-    """A larger SQLite page cache while the import writes its indexes; restored afterwards.
-
-    cache_size is per connection and only sizes memory: durability (journal, synchronous)
-    is untouched.
-    """
-    if connection.vendor != "sqlite":
-        yield
-        return
-    with connection.cursor() as cursor:
-        cursor.execute("PRAGMA cache_size")
-        before = cursor.fetchone()[0]
-        cursor.execute(f"PRAGMA cache_size = -{int(SQLITE_IMPORT_CACHE_KIB)}")
-    try:
-        yield
-    finally:
-        with connection.cursor() as cursor:
-            cursor.execute(f"PRAGMA cache_size = {int(before)}")
 
 
 @contextmanager
