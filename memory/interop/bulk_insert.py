@@ -109,3 +109,43 @@ def bulk_insert(model: type[models.Model], objs: Sequence[models.Model], *, usin
         o._state.adding = False
         o._state.db = using
     return True
+
+
+class InstanceFactory:
+    """`factory(**values)` == `model(**values)` for column values, built faster.
+
+    Model.__init__ with keyword arguments walks every field, popping and type-checking;
+    with one positional argument per concrete field it just sets each attribute (the path
+    Django itself uses to load rows). This fills in the defaults the keyword path would
+    use -- a field's own default, called per instance when it is a factory such as
+    `dict` -- and takes the positional path. Keys that are not column attnames (a related
+    object, a property) go to the keyword path unchanged.
+    """
+
+    def __init__(self, model: type[models.Model]):
+        self.model = model
+        fields = model._meta.concrete_fields
+        self.simple = len(fields) == len(model._meta.fields) and not any(
+            getattr(f, "generated", False) for f in fields
+        )
+        self.index = {f.attname: i for i, f in enumerate(fields)}
+        self.template: list = []
+        self.factories: list[tuple[int, Callable[[], Any]]] = []
+        for i, f in enumerate(fields):
+            first, second = f.get_default(), f.get_default()
+            if first is second and (first is None or first.__class__ in (str, int, float, bool)):
+                self.template.append(first)
+            else:  # a fresh value per instance (dict(), DatabaseDefault(...), ...)
+                self.template.append(None)
+                self.factories.append((i, f.get_default))
+
+    def __call__(self, **values: Any) -> models.Model:
+        index = self.index
+        if not self.simple or not all(k in index for k in values):
+            return self.model(**values)
+        args = self.template.copy()
+        for i, make in self.factories:
+            args[i] = make()
+        for k, v in values.items():
+            args[index[k]] = v
+        return self.model(*args)

@@ -33,7 +33,7 @@ from django.db import transaction
 from memory.clock import period_of
 from memory.hashing import content_hash, str_hash
 from memory.interop import legacy_shapes as shapes
-from memory.interop.bulk_insert import bulk_insert
+from memory.interop.bulk_insert import InstanceFactory, bulk_insert
 from memory.interop.dump_reader import DumpEntry, DumpFormatError, read_dump
 from memory.interop.markers import clean_markers, loose
 from memory.models import (
@@ -588,6 +588,10 @@ def _infer_offset(frags: Iterable[Rec]) -> int:
     return votes.most_common(1)[0][0] if votes else 0
 
 
+_new_message = InstanceFactory(Message)
+_new_fragment = InstanceFactory(LegacyFragment)
+
+
 def _plan_messages(by_family, plan_for, report: Report, contents: dict) -> None:
     """Rules 1-4: msg: records, their mem: twins, orphan fragments, duplicates, tombstones."""
     frags_by_profile: dict[str, list[Rec]] = defaultdict(list)
@@ -623,7 +627,7 @@ def _plan_messages(by_family, plan_for, report: Report, contents: dict) -> None:
                 report.add("msg", "existing")
                 continue
             contents[(pkey, mid)] = c["content"]
-            msg = Message(
+            msg = _new_message(
                 mid=mid,
                 speaker=c["speaker"],
                 message_type=c["message_type"],
@@ -658,7 +662,7 @@ def _plan_messages(by_family, plan_for, report: Report, contents: dict) -> None:
                 report.add(fam, "existing")
                 fingerprints.setdefault(fp, None)
                 continue
-            frag = LegacyFragment(
+            frag = _new_fragment(
                 key=rec.key,
                 role=c["role"],
                 content=raw,
@@ -726,7 +730,7 @@ def _plan_messages(by_family, plan_for, report: Report, contents: dict) -> None:
                 report.add(fam, "existing")
                 continue
             created = datetime.fromtimestamp(c["ts"] / 1000, tz=UTC)
-            msg = Message(
+            msg = _new_message(
                 mid=mid,
                 speaker=role,
                 message_type=Message.Type.TEXT,
