@@ -5,7 +5,8 @@ Three phases, so nothing is written unless everything read well:
 2. plan: tombstones first, then messages (msg: merged with their mem: fragments),
    then highlights, experiences, relations, meta keys, against what the database
    already holds (prefetched as sets, so a re-import plans nothing);
-3. write: one transaction, bulk inserts in batches.
+3. write: one transaction, bulk inserts in batches (messages and fragments, the big
+   tables, through one-row executemany: see bulk_insert).
 """
 
 import base64
