@@ -1,9 +1,10 @@
-"""`make bench`: BENCH.md §1 (LoCoMo recall), §2 (per-turn overhead), §3 slot; on a scratch SQLite DB.
+"""`make bench`: BENCH.md §1 (LoCoMo recall), §2 (per-turn overhead), §3 (legacy import); scratch SQLite.
 
 Writes bench/results/*.json (git-ignored), bench/results/SUMMARY.md and
 bench/results/turn_overhead.png.
 
 Usage: python -m bench [--sizes 1000,10000,100000] [--turns 150] [--rounds 3] [--skip-locomo]
+       [--skip-import] [--import-keys 100000] [--import-runs 3]
 """
 
 import argparse
@@ -32,6 +33,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--turns", type=int, default=150, help="timed turns per round, size and algorithm")
     parser.add_argument("--rounds", type=int, default=3, help="rounds per size; medians are reported")
     parser.add_argument("--skip-locomo", action="store_true", help="skip BENCH §1")
+    parser.add_argument("--skip-import", action="store_true", help="skip BENCH §3")
+    parser.add_argument("--import-keys", type=int, default=100_000, help="keys in the synthetic legacy dump")
+    parser.add_argument("--import-runs", type=int, default=3, help="import runs; medians are reported")
     args = parser.parse_args(argv)
 
     scratch = Path(tempfile.mkdtemp(prefix="previously-bench-"))
@@ -44,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
-    from bench import locomo, turn_overhead
+    from bench import import_throughput, locomo, turn_overhead
 
     RESULTS.mkdir(exist_ok=True)
     began = time.perf_counter()
@@ -68,10 +72,10 @@ def main(argv: list[str] | None = None) -> int:
     print(sections[-1], flush=True)
     if turn_overhead.plot(results["turn_overhead"], RESULTS / "turn_overhead.png"):
         sections.append("![per-turn overhead against archive size](turn_overhead.png)")
-    # BENCH §3, migration throughput: slot for issue 6's importer (the lead wires it here):
-    # results["import_throughput"] = import_throughput.run(...); sections.append(its summary).
-    results["import_throughput"] = {"status": "not wired yet: issue 6 (legacy importer) plugs in here"}
-    sections.append("### Migration throughput (BENCH §3)\n\nNot wired yet: issue 6's importer plugs in here.")
+    if not args.skip_import:
+        results["import_throughput"] = import_throughput.run(keys=args.import_keys, runs=args.import_runs)
+        sections.append(import_throughput.summary(results["import_throughput"]))
+        print(sections[-1], flush=True)
     meta["load_after"] = _load()
     meta["seconds"] = round(time.perf_counter() - began, 1)
     results["meta"] = meta

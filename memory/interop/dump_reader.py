@@ -147,7 +147,7 @@ def _read_bulk_put(buf: _Buffer) -> Iterator[DumpEntry]:
             expiration_ttl=item.get("expiration_ttl"),
             metadata=item.get("metadata"),
             base64=bool(item.get("base64", False)),
-            extra={k: v for k, v in item.items() if k not in _PUT_FIELDS},
+            extra={} if item.keys() <= _PUT_FIELDS else {k: v for k, v in item.items() if k not in _PUT_FIELDS},
         )
         if "value" not in item:
             entry.problem = "the entry has no 'value'"

@@ -5,21 +5,28 @@ Three phases, so nothing is written unless everything read well:
 2. plan: tombstones first, then messages (msg: merged with their mem: fragments),
    then highlights, experiences, relations, meta keys, against what the database
    already holds (prefetched as sets, so a re-import plans nothing);
-3. write: one transaction, bulk inserts in batches.
+3. write: one transaction, bulk inserts in batches (messages and fragments, the big
+   tables, through one-row executemany: see bulk_insert).
 """
 
 import base64
 import binascii
+import gc
 import hashlib
 import json
 import re
 from bisect import bisect_left
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta, timezone
 from typing import IO, Any
 
+try:
+    import orjson
+except ImportError:  # pragma: no cover - a declared dependency; the json module is the fallback
+    orjson = None
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import transaction
@@ -27,6 +34,7 @@ from django.db import transaction
 from memory.clock import period_of
 from memory.hashing import content_hash, str_hash
 from memory.interop import legacy_shapes as shapes
+from memory.interop.bulk_insert import InstanceFactory, bulk_insert
 from memory.interop.dump_reader import DumpEntry, DumpFormatError, read_dump
 from memory.interop.markers import clean_markers, loose
 from memory.models import (
@@ -44,7 +52,7 @@ from memory.models import (
 )
 from memory.models.archive import DEFAULT_PROFILE_KEY, PROFILE_KEY_RE
 from memory.models.deletion import tombstone_expiry
-from memory.recall.index import index_messages
+from memory.recall.index import index_messages, optimize_index
 
 # "Timestamps within a few seconds" (rules 1 and 4).
 MATCH_WINDOW_MS = 5_000
@@ -149,12 +157,45 @@ class Rec:
 
 
 _KEY_RE = re.compile(r"^(msg|hl|exp|rel|tomb|mem):([^:]*):(.+)\Z", re.DOTALL)
+_STR_HASH_RE = re.compile(r"[0-9a-f]{1,8}")
+_valid_profiles: dict[str, bool] = {}
+
+
+def _has_float(value: dict | list) -> bool:
+    for x in value.values() if value.__class__ is dict else value:
+        c = x.__class__
+        if c is float or ((c is dict or c is list) and _has_float(x)):
+            return True
+    return False
+
+
+def loads_value(text: str) -> Any:
+    """json.loads(text), computed by orjson where that gives the very same value.
+
+    orjson rejects what it cannot represent exactly (NaN, 1e400, lone surrogates) and
+    reads integers beyond 64 bits as floats; for those, and for anything holding a float,
+    the json module decides, so values, errors and their messages are the json module's.
+    """
+    if orjson is None:
+        return json.loads(text)
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return json.loads(text)
+    c = value.__class__
+    if c is float or ((c is dict or c is list) and _has_float(value)):
+        return json.loads(text)
+    return value
 
 
 def resolve_profile(segment: str | None, key: str, report: Report | None) -> str:
     """The profile key, or `owner` when the segment fails the regex (rule 5, P1)."""
-    if segment is not None and PROFILE_KEY_RE.match(segment):
-        return segment
+    if segment is not None:
+        valid = _valid_profiles.get(segment)
+        if valid is None:
+            valid = _valid_profiles.setdefault(segment, PROFILE_KEY_RE.match(segment) is not None)
+        if valid:
+            return segment
     if report is not None:
         report.note(f"profile fallback: {key}: profile {segment!r} is not a valid key; imported under 'owner'")
     return DEFAULT_PROFILE_KEY
@@ -198,14 +239,15 @@ def kv_attrs(entry: DumpEntry) -> dict:
     return kv
 
 
-def parse_entry(entry: DumpEntry, report: Report) -> Rec:
+def parse_entry(entry: DumpEntry, report: Report, family: str | None = None) -> Rec:
     """Classify and validate one dump entry; raises BadRecord naming the key."""
     key = entry.key
     if entry.problem:
         raise BadRecord(key, entry.problem)
     if len(key) > KEY_MAX:
         raise BadRecord(key[:80] + "…", f"key is longer than {KEY_MAX} characters")
-    family = family_of(key)
+    if family is None:
+        family = family_of(key)
     if family == "unknown":
         raise BadRecord(key, "unknown key family (expected msg:, mem:, mem_, hl:, exp:, rel:, tomb: or meta_)")
     text = decode_value(entry)
@@ -217,7 +259,7 @@ def parse_entry(entry: DumpEntry, report: Report) -> Rec:
             raise BadRecord(key, f"meta_lastTs must be an integer (epoch ms), not {text[:40]!r}")
         return Rec("meta", key, profile, "", {"value": text}, {shapes.KV: kv} if kv else {})
     try:
-        value = json.loads(text)
+        value = loads_value(text)
     except (json.JSONDecodeError, TypeError) as exc:
         raise BadRecord(key, f"value does not parse as JSON ({exc})") from None
     if not isinstance(value, dict):
@@ -262,7 +304,7 @@ def _validate(rec: Rec) -> None:
             # Keep unknown legacy types as text; the original spelling stays in legacy_extra.
             rec.extra.setdefault("message_type", c["message_type"])
             c["message_type"] = Message.Type.TEXT
-        if c["content_hash"] and not re.fullmatch(r"[0-9a-f]{1,8}", c["content_hash"]):
+        if c["content_hash"] and not _STR_HASH_RE.fullmatch(c["content_hash"]):
             raise BadRecord(rec.key, f"content_hash {c['content_hash']!r} is not a strHash")
         if c["attachment"] is not None and not isinstance(c["attachment"], dict):
             raise BadRecord(rec.key, "attachment must be an object or null")
@@ -321,7 +363,7 @@ def _validate(rec: Rec) -> None:
             raise BadRecord(rec.key, "tombstoned id is longer than 128 characters")
         _require(rec, "deleted_at")
         rec.tkind, rec.rid = kind, oid
-        if c["content_hash"] and not re.fullmatch(r"[0-9a-f]{1,8}", c["content_hash"]):
+        if c["content_hash"] and not _STR_HASH_RE.fullmatch(c["content_hash"]):
             raise BadRecord(rec.key, f"content_hash {c['content_hash']!r} is not a strHash")
 
 
@@ -337,7 +379,7 @@ def read_records(
             fam = family_of(entry.key)
             report.add(fam, "read")
             try:
-                rec = parse_entry(entry, report)
+                rec = parse_entry(entry, report, fam)
             except BadRecord as exc:
                 if not skip_bad:
                     raise BadDump(f"bad record {exc.key}: {exc.problem}. Nothing was written.") from None
@@ -547,6 +589,10 @@ def _infer_offset(frags: Iterable[Rec]) -> int:
     return votes.most_common(1)[0][0] if votes else 0
 
 
+_new_message = InstanceFactory(Message)
+_new_fragment = InstanceFactory(LegacyFragment)
+
+
 def _plan_messages(by_family, plan_for, report: Report, contents: dict) -> None:
     """Rules 1-4: msg: records, their mem: twins, orphan fragments, duplicates, tombstones."""
     frags_by_profile: dict[str, list[Rec]] = defaultdict(list)
@@ -582,7 +628,7 @@ def _plan_messages(by_family, plan_for, report: Report, contents: dict) -> None:
                 report.add("msg", "existing")
                 continue
             contents[(pkey, mid)] = c["content"]
-            msg = Message(
+            msg = _new_message(
                 mid=mid,
                 speaker=c["speaker"],
                 message_type=c["message_type"],
@@ -617,7 +663,7 @@ def _plan_messages(by_family, plan_for, report: Report, contents: dict) -> None:
                 report.add(fam, "existing")
                 fingerprints.setdefault(fp, None)
                 continue
-            frag = LegacyFragment(
+            frag = _new_fragment(
                 key=rec.key,
                 role=c["role"],
                 content=raw,
@@ -685,7 +731,7 @@ def _plan_messages(by_family, plan_for, report: Report, contents: dict) -> None:
                 report.add(fam, "existing")
                 continue
             created = datetime.fromtimestamp(c["ts"] / 1000, tz=UTC)
-            msg = Message(
+            msg = _new_message(
                 mid=mid,
                 speaker=role,
                 message_type=Message.Type.TEXT,
@@ -867,8 +913,11 @@ def _plan_relations(by_family, plan_for, report: Report, contents: dict) -> None
 
 
 def _index_imported(messages: list[Message]) -> None:
-    """Hand the new messages to the recall index, inside the import's transaction (D3)."""
-    index_messages(messages)
+    """Hand the new messages to the recall index, inside the import's transaction (D3); a bulk
+    load leaves many small full-text segments, merged once at the end."""
+    if messages:
+        index_messages(messages, new=True)
+        optimize_index()
 
 
 def _offset_zone(hours: int):
@@ -964,15 +1013,20 @@ def write_plan(profiles: dict[str, ProfilePlan], *, user, progress: Progress = _
         assign_slices(profile=profile, messages=p.messages, tz_offset_hours=p.tz_offset_hours)
         for msg in p.messages:
             msg.profile = profile
-        Message.objects.bulk_create(p.messages, batch_size=BATCH)
+        if p.messages and bulk_insert(Message, p.messages):
+            # The raw insert returns no pks: read them back by the (profile, mid) unique key.
+            mids = dict(Message.objects.filter(profile=profile).values_list("mid", "pk"))
+            for msg in p.messages:
+                msg.pk = mids[msg.mid]
+        else:
+            mids = dict(p.existing.mids)
+            mids.update((m.mid, m.pk) for m in p.messages)
         _index_imported(p.messages)
-        mids = dict(p.existing.mids)
-        mids.update((m.mid, m.pk) for m in p.messages)
 
         for frag, mid in p.fragments:
             frag.profile = profile
             frag.message_id = mids.get(mid) if mid else None
-        LegacyFragment.objects.bulk_create([f for f, _ in p.fragments], batch_size=BATCH)
+        bulk_insert(LegacyFragment, [f for f, _ in p.fragments])
 
         for hl, mid in p.highlights:
             hl.profile = profile
@@ -1048,14 +1102,32 @@ def import_kv(
     global _GLOBAL_META
     _GLOBAL_META = None
     report = Report(dry_run=dry_run)
-    by_family = read_records(fh, skip_bad=skip_bad, report=report, progress=progress)
-    with transaction.atomic():
-        profiles = plan_import(by_family, user=user, report=report, progress=progress)
-        del by_family
-        if not dry_run:
-            write_plan(profiles, user=user, progress=progress)
+    with _gc_paused():
+        by_family = read_records(fh, skip_bad=skip_bad, report=report, progress=progress)
+        with transaction.atomic():
+            profiles = plan_import(by_family, user=user, report=report, progress=progress)
+            del by_family
+            if not dry_run:
+                write_plan(profiles, user=user, progress=progress)
     _GLOBAL_META = None
     return report
+
+
+@contextmanager
+def _gc_paused():
+    """No cyclic garbage collection while the import holds its records.
+
+    The import keeps a few hundred thousand small containers alive at once, so every
+    full collection walks all of them again and again for nothing (they are all live);
+    reference counting still frees everything as usual. Restored on the way out.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 __all__ = ["BadDump", "Report", "default_user", "fragment_mid", "import_kv", "str_hash"]

@@ -204,29 +204,63 @@ def _canonical_js_time(text: Any) -> bool:
     )
 
 
+# How read_value treats each field: the common, already-canonical spellings take a short
+# path with the very result the generic path gives (see read_value).
+_TEXT, _STR, _TIME, _OTHER = range(4)
+
+
+def _kind(f: Field) -> int:
+    if f.read is _str and f.write is _out_ident:
+        return _TEXT
+    if f.read is _str and f.write is _str_or_none:
+        return _STR
+    if f.read is parse_time and f.write is iso_js:
+        return _TIME
+    return _OTHER
+
+
+_PLANS = {
+    family: tuple((f.legacy, f.column, f.read, f.write, _kind(f)) for f in fields)
+    for family, fields in FIELDS.items()
+}
+_fromisoformat = datetime.fromisoformat
+
+
 def read_value(family: str, value: dict) -> tuple[dict, dict]:
     """(columns, legacy_extra) for a legacy value; raises BadValue naming the field."""
     cols: dict = {}
     extra: dict = {}
     absent: list[str] = []
-    for f in FIELDS[family]:
-        if f.legacy not in value:
-            absent.append(f.legacy)
+    for legacy, column, read, write, kind in _PLANS[family]:
+        if legacy not in value:
+            absent.append(legacy)
             try:
-                cols[f.column] = f.read(None, f.legacy)
+                cols[column] = read(None, legacy)
             except BadValue:
-                cols[f.column] = None  # required fields are checked by the importer
+                cols[column] = None  # required fields are checked by the importer
             continue
-        original = value[f.legacy]
-        col = f.read(original, f.legacy)
-        cols[f.column] = col
-        if f.write is iso_js and _canonical_js_time(original):
+        original = value[legacy]
+        if original.__class__ is str:
+            if kind == _TEXT or (kind == _STR and original):
+                # _str gives the string back; the writer reproduces it exactly.
+                cols[column] = original
+                continue
+            if kind == _TIME and _canonical_js_time(original) and original[0].isdigit():
+                try:
+                    # What parse_time does with it (nothing to strip, not all digits).
+                    cols[column] = _fromisoformat(original)
+                    continue
+                except ValueError:
+                    pass  # parse_time raises the BadValue
+        col = read(original, legacy)
+        cols[column] = col
+        if write is iso_js and _canonical_js_time(original):
             continue
-        if original.__class__ is str and f.write is _out_ident:
+        if original.__class__ is str and write is _out_ident:
             continue
-        out = f.write(col)
+        out = write(col)
         if out != original or type(out) is not type(original):
-            extra[f.legacy] = original
+            extra[legacy] = original
     known = LEGACY_NAMES[family]
     for k, v in value.items():
         if k not in known:

@@ -1,0 +1,134 @@
+"""The importer's fast paths give exactly what the plain paths give (BENCH.md §3 work)."""
+
+import json
+from datetime import UTC, datetime
+
+import pytest
+
+from memory.interop.bulk_insert import InstanceFactory, bulk_insert
+from memory.interop.kv_import import loads_value
+from memory.interop.legacy_shapes import BadValue, read_value
+from memory.models import LegacyFragment, Message, Profile, Slice
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"a": 1, "a": 2}',
+        '{"a": "\\ud83d\\udc31 猫"}',
+        '{"a": 123456789012345678901234567890}',
+        '{"a": [1, {"b": -9223372036854775809}]}',
+        '{"a": 0.1, "b": 1e400}',
+        '{"a": NaN}',
+        '{"a": "\\ud800"}',
+        '"just a string"',
+        "12345678901234567890123",
+        '{"ts": 1760865000000, "hour": 21, "x": null, "y": true}',
+    ],
+)
+def test_loads_value_is_json_loads(text):
+    expected = json.loads(text)
+    got = loads_value(text)
+    assert repr(got) == repr(expected)
+    assert type(got) is type(expected)
+
+
+def test_loads_value_errors_are_the_json_modules():
+    with pytest.raises(json.JSONDecodeError) as fast:
+        loads_value("{bad")
+    with pytest.raises(json.JSONDecodeError) as plain:
+        json.loads("{bad")
+    assert str(fast.value) == str(plain.value)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"mid": "c_1", "content": "hi", "created_at": "2026-10-19T12:34:56.789Z", "deleted_at": None},
+        {"mid": "c_1", "content": "hi", "created_at": "2026-10-19T12:34:56Z", "deleted_at": ""},
+        {"mid": "c_1", "content": None, "created_at": 1760865000000, "extra": [1]},
+        {"mid": "c_1", "content": "", "created_at": " 2026-10-19T12:34:56.789Z"},
+    ],
+)
+def test_read_value_short_paths_match_the_field_readers(value):
+    from memory.interop import legacy_shapes as shapes
+
+    cols, extra = read_value("hl", value)
+    # The generic path, field by field, as read_value did before its short paths.
+    want_cols, want_extra, absent = {}, {}, []
+    for f in shapes.FIELDS["hl"]:
+        if f.legacy not in value:
+            absent.append(f.legacy)
+            try:
+                want_cols[f.column] = f.read(None, f.legacy)
+            except BadValue:
+                want_cols[f.column] = None
+            continue
+        col = f.read(value[f.legacy], f.legacy)
+        want_cols[f.column] = col
+        out = f.write(col)
+        if out != value[f.legacy] or type(out) is not type(value[f.legacy]):
+            if not (f.write is shapes.iso_js and shapes._canonical_js_time(value[f.legacy])):
+                want_extra[f.legacy] = value[f.legacy]
+    for k, v in value.items():
+        if k not in shapes.LEGACY_NAMES["hl"]:
+            want_extra[k] = v
+    if absent:
+        want_extra[shapes.ABSENT] = absent
+    assert cols == want_cols
+    assert extra == want_extra
+    assert list(extra) == list(want_extra)
+
+
+def test_read_value_bad_canonical_looking_time_still_raises():
+    with pytest.raises(BadValue, match="created_at"):
+        read_value("hl", {"mid": "m", "content": "x", "created_at": "2026-13-45T99:99:99.999Z"})
+
+
+def _fields(obj):
+    return {k: v for k, v in obj.__dict__.items() if k != "_state"}
+
+
+def test_instance_factory_builds_what_the_model_builds():
+    kw = {"mid": "c_1", "speaker": "user", "content": "hi", "created_at": datetime(2026, 10, 1, tzinfo=UTC)}
+    a, b = Message(**kw), InstanceFactory(Message)(**kw)
+    assert _fields(a) == _fields(b)
+    assert list(_fields(a)) == list(_fields(b))
+    assert b._state.adding and b.pk is None
+    f1, f2 = InstanceFactory(LegacyFragment)(key="k", ts=1), InstanceFactory(LegacyFragment)(key="k", ts=1)
+    assert f1.legacy_extra == {} and f1.legacy_extra is not f2.legacy_extra  # a fresh default each
+
+
+def test_instance_factory_passes_related_objects_to_the_model(db, user):
+    profile = Profile.objects.create(user=user, key="owner")
+    msg = InstanceFactory(Message)(profile=profile, mid="c_2", speaker="user")
+    assert msg.profile_id == profile.pk
+
+
+@pytest.mark.django_db
+def test_bulk_insert_writes_the_rows_bulk_create_writes(user):
+    profile = Profile.objects.create(user=user, key="owner")
+    at = datetime(2026, 10, 1, 12, tzinfo=UTC)
+    slice_ = Slice.objects.create(profile=profile, key="2026-10-01-1200", started_at=at, last_message_at=at)
+
+    def make(prefix):
+        return [
+            Message(profile=profile, slice=slice_, mid=f"{prefix}{i}", speaker="user", content=f"猫 {i}",
+                    created_at=at, attachment={"a": [1, 2]} if i % 2 else None, legacy_extra={"i": i})
+            for i in range(5)
+        ]
+
+    Message.objects.bulk_create(make("x"))
+    assert bulk_insert(Message, make("y")) is True
+    cols = [f.attname for f in Message._meta.concrete_fields if f.attname not in ("id", "mid")]
+    x = list(Message.objects.filter(mid__startswith="x").order_by("id").values_list(*cols))
+    y = list(Message.objects.filter(mid__startswith="y").order_by("id").values_list(*cols))
+    assert x == y
+
+
+@pytest.mark.django_db
+def test_bulk_insert_refuses_an_unsaved_related_object(user):
+    profile = Profile(user=user, key="owner")
+    frag = LegacyFragment(profile=profile, key="k", role="user", ts=1, disposition="own")
+    with pytest.raises(ValueError, match="unsaved related object"):
+        bulk_insert(LegacyFragment, [frag])
