@@ -11,48 +11,20 @@ Django refuses ORM calls while a loop runs (so DJANGO_ALLOW_ASYNC_UNSAFE is not 
 import re
 
 import pytest
-from channels.testing import ChannelsLiveServerTestCase
-from django.conf import settings
-from django.contrib.auth import get_user_model
-from django.contrib.auth.hashers import PBKDF2PasswordHasher
-from django.db import connections
 
 from memory.models import Message
-from previously.llm import reset_provider
-from previously.llm.openai_compat import OpenAICompatible
 from tests.e2e.conftest import CHROMIUM_ARGS, chromium_path
-from tests.llm_server import FakeLLMServer, Turn
+from tests.e2e.live import LiveChatServer
+from tests.llm_server import Turn
 
 
 @pytest.mark.browser
 @pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
-class ChatInTheBrowser(ChannelsLiveServerTestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.llm = FakeLLMServer().start()
-        reset_provider(OpenAICompatible(base_url=cls.llm.base_url, api_key="", model="fake-model"))
-        # Channels points the server at TEST["NAME"] or "test_" + NAME; on PostgreSQL NAME is
-        # already the test database by now (-> "test_test_…"), so name it explicitly.
-        test = settings.DATABASES["default"].setdefault("TEST", {})
-        cls._test_name = test.get("NAME")
-        test["NAME"] = connections["default"].settings_dict["NAME"]
-        super().setUpClass()
-
-    @classmethod
-    def tearDownClass(cls):
-        super().tearDownClass()
-        settings.DATABASES["default"]["TEST"]["NAME"] = cls._test_name
-        reset_provider(None)
-        cls.llm.stop()
-
+class ChatInTheBrowser(LiveChatServer):
     def test_send_a_message_watch_the_reply_stream_in_and_reload(self):
         from playwright.sync_api import expect, sync_playwright
 
-        # The server process kept the default hashers (the suite's MD5 setting came later), so
-        # store a PBKDF2 hash it can check; few iterations keep it fast.
-        get_user_model().objects.create(
-            username="ana", password=PBKDF2PasswordHasher().encode("pw-ana-12345", "e2esalt", iterations=1000)
-        )
+        self.make_user("ana", "pw-ana-12345")
         chunks = ["你好", "，Ana", "！", " Nice ", "to ", "see ", "you 🙂"]
         self.llm.script(Turn(chunks=chunks, delay=0.0))
         with sync_playwright() as p:

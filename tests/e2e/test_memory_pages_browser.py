@@ -9,47 +9,26 @@ and a local OpenAI-compatible server; all ORM work stays outside the Playwright 
 from pathlib import Path
 
 import pytest
-from channels.testing import ChannelsLiveServerTestCase
 from django.conf import settings
-from django.contrib.auth import get_user_model
-from django.contrib.auth.hashers import PBKDF2PasswordHasher
-from django.db import connections
 
 from memory.models import Message, Profile, Slice
-from previously.llm import reset_provider
-from previously.llm.openai_compat import OpenAICompatible
 from tests.e2e.conftest import CHROMIUM_ARGS, chromium_path
-from tests.llm_server import FakeLLMServer, Turn
+from tests.e2e.live import LiveChatServer
+from tests.llm_server import Turn
 
 ARTIFACTS = Path(settings.BASE_DIR) / "var" / "test-artifacts"
 
 
 @pytest.mark.browser
 @pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
-class MemoryPagesInTheBrowser(ChannelsLiveServerTestCase):
-    @classmethod
-    def setUpClass(cls):
-        # Every call (chat replies, the analyzer, the card agent) gets the same plain reply.
-        cls.llm = FakeLLMServer(default=Turn(chunks=["I'll ", "remember ", "that."])).start()
-        reset_provider(OpenAICompatible(base_url=cls.llm.base_url, api_key="", model="fake-model"))
-        test = settings.DATABASES["default"].setdefault("TEST", {})
-        cls._test_name = test.get("NAME")
-        test["NAME"] = connections["default"].settings_dict["NAME"]
-        super().setUpClass()
-
-    @classmethod
-    def tearDownClass(cls):
-        super().tearDownClass()
-        settings.DATABASES["default"]["TEST"]["NAME"] = cls._test_name
-        reset_provider(None)
-        cls.llm.stop()
+class MemoryPagesInTheBrowser(LiveChatServer):
+    # Every call (chat replies, the analyzer, the card agent) gets the same plain reply.
+    default_turn = Turn(chunks=["I'll ", "remember ", "that."])
 
     def test_profile_chat_search_slice_card_timeline(self):
         from playwright.sync_api import expect, sync_playwright
 
-        get_user_model().objects.create(
-            username="mei", password=PBKDF2PasswordHasher().encode("pw-mei-12345", "e2esalt", iterations=1000)
-        )
+        self.make_user("mei", "pw-mei-12345")
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         shot = lambda page, name: page.screenshot(path=str(ARTIFACTS / f"memory-{name}.png"), full_page=True)  # noqa: E731
         with sync_playwright() as p:

@@ -1,0 +1,45 @@
+"""The live-server set-up every browser journey shares: Daphne in a child process (Channels'
+ChannelsLiveServerTestCase) talking to a local OpenAI-compatible server."""
+
+from channels.testing import ChannelsLiveServerTestCase
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.contrib.auth.hashers import PBKDF2PasswordHasher
+from django.db import connections
+
+from previously.llm import reset_provider
+from previously.llm.openai_compat import OpenAICompatible
+from tests.llm_server import FakeLLMServer, Turn
+
+
+class LiveChatServer(ChannelsLiveServerTestCase):
+    """Subclasses may set `default_turn`: what the fake model answers when nothing is scripted."""
+
+    default_turn: Turn | None = None
+
+    @classmethod
+    def setUpClass(cls):
+        cls.llm = FakeLLMServer(default=cls.default_turn).start()
+        # The child is forked in super().setUpClass(), so it keeps the provider installed here.
+        reset_provider(OpenAICompatible(base_url=cls.llm.base_url, api_key="", model="fake-model"))
+        # Channels points the server at TEST["NAME"] or "test_" + NAME; on PostgreSQL NAME is
+        # already the test database by now (-> "test_test_…"), so name it explicitly.
+        test = settings.DATABASES["default"].setdefault("TEST", {})
+        cls._test_name = test.get("NAME")
+        test["NAME"] = connections["default"].settings_dict["NAME"]
+        super().setUpClass()
+
+    @classmethod
+    def tearDownClass(cls):
+        super().tearDownClass()
+        settings.DATABASES["default"]["TEST"]["NAME"] = cls._test_name
+        reset_provider(None)
+        cls.llm.stop()
+
+    @staticmethod
+    def make_user(username: str, password: str):
+        # The server process kept the default hashers (the suite's MD5 setting came later), so
+        # store a PBKDF2 hash it can check; few iterations keep it fast.
+        return get_user_model().objects.create(
+            username=username, password=PBKDF2PasswordHasher().encode(password, "e2esalt", iterations=1000)
+        )
