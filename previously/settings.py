@@ -231,8 +231,8 @@ _TASK_BACKENDS = {
 }
 if PREVIOUSLY_TASKS_BACKEND not in _TASK_BACKENDS:
     raise ValueError(f"PREVIOUSLY_TASKS_BACKEND must be one of {', '.join(_TASK_BACKENDS)}")
-if PREVIOUSLY_TASKS_BACKEND == "db":
-    INSTALLED_APPS.append("django_tasks_db")
+# Always installed, so `migrate` makes its tables whichever backend runs now (O3).
+INSTALLED_APPS.append("django_tasks_db")
 TASKS = {
     "default": {
         "BACKEND": _TASK_BACKENDS[PREVIOUSLY_TASKS_BACKEND],

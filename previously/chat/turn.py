@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from channels.db import database_sync_to_async
-from django.template.loader import render_to_string
 from django.db.models import Q
+from django.template.loader import render_to_string
 from django.utils import timezone
 
 from memory.archive import MidConflict, archive_message
