@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PORT ?= 8000
 
-.PHONY: install run test bench lint migrate clean
+.PHONY: install run test bench lint migrate clean scale loadtest faults
 
 # Find a Python >= 3.12: python3.13/python3.12 on PATH, then pyenv's versions.
 define find_python
@@ -46,6 +46,21 @@ $(VENV)/.bench-installed: pyproject.toml $(STAMP)
 # Benchmarks (BENCH.md): scratch SQLite DB, results in bench/results/ (SUMMARY.md, *.json, *.png).
 bench: $(VENV)/.bench-installed
 	$(PY) -m bench $(BENCH_ARGS)
+
+# Scale-out on loopback (SPEC O3): N Daphne + a django-tasks-db worker on PostgreSQL + Redis.
+scale: install
+	scripts/scale_out.sh
+
+# BENCH.md §4: 200 websocket chats, 1 process and 2 processes + Redis + PostgreSQL, with and
+# without evolutions; bench/results/loadtest.json. LOADTEST_ARGS="--n 50" for a quick run.
+loadtest: install
+	$(PY) -m bench.loadtest $(LOADTEST_ARGS)
+
+# Issue 9's fault and cross-process tests: model death mid-stream, worker death mid-evolution,
+# SQLite busy, Redis restart, two processes + worker (needs PostgreSQL + Redis on loopback).
+faults: install
+	$(PY) -m pytest -q tests/previously/agent/test_faults.py tests/previously/chat/test_resync.py \
+	  tests/previously/test_scale_out.py "tests/previously/chat/test_consumer.py::test_a_model_dying_mid_stream_archives_the_partial_as_failed_and_retry_works_l3"
 
 lint: install
 	$(VENV)/bin/ruff check .

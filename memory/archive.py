@@ -1,11 +1,12 @@
 """The archive write (SPEC A2, S1): the single entry point for storing a message."""
 
 import logging
+import time
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, OperationalError, connection, transaction
 from django.utils import timezone
 
 from memory.clock import local_clock
@@ -14,6 +15,7 @@ from memory.models import Message, Profile, Slice
 from memory.recall.index import index_messages
 
 log = logging.getLogger(__name__)
+LOCKED_RETRIES = 3  # attempts of one archive write when SQLite reports the database locked
 
 
 class MidConflict(Exception):
@@ -59,6 +61,27 @@ def archive_message(
         return _same_or_conflict(existing, content)
     created_at = created_at or timezone.now()
     clock = local_clock(created_at, tz, local_time)
+    for attempt in range(1, LOCKED_RETRIES + 1):
+        try:
+            return _store(
+                profile=profile, mid=mid, speaker=speaker, content=content, message_type=message_type,
+                created_at=created_at, clock=clock, raw_content=raw_content, status=status,
+                attachment=attachment, source_id=source_id, new_conversation=new_conversation,
+            )
+        except OperationalError as exc:
+            # SQLite under many writers: the busy timeout ran out. Retry a few times, unless an
+            # outer transaction holds our earlier writes (those cannot be replayed from here).
+            if "locked" not in str(exc) or connection.in_atomic_block or attempt == LOCKED_RETRIES:
+                raise
+            log.warning("archive write of %s found the database locked (attempt %d); retrying", mid, attempt)
+            time.sleep(0.05 * attempt)
+    raise AssertionError("unreachable")
+
+
+def _store(
+    *, profile, mid, speaker, content, message_type, created_at, clock, raw_content, status,
+    attachment, source_id, new_conversation,
+) -> Archived:
     try:
         with transaction.atomic():
             if connection.features.has_select_for_update:

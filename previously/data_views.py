@@ -3,6 +3,7 @@
 import json
 import secrets
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
@@ -60,6 +61,11 @@ def data_import_preview(request):
     upload = request.FILES.get("export")
     if upload is None:
         return _page_with_error(request, target, "Choose an export file to upload.")
+    limit = settings.PREVIOUSLY_MAX_IMPORT_BYTES
+    if upload.size > limit:
+        return _page_with_error(
+            request, target, f"That file is {upload.size:,} bytes; the limit is {limit:,} bytes (PREVIOUSLY_MAX_IMPORT_BYTES)."
+        )
     try:
         data = json.loads(upload.read().decode("utf-8"))
         report = import_full(data=data, user=target, dry_run=True)

@@ -15,6 +15,7 @@ from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from memory import card as cardlib
@@ -192,21 +193,38 @@ def _fail(run: EvolutionRun, error: str) -> EvolutionRun:
     return run
 
 
+INTERRUPTED = "interrupted before it finished — the card is unchanged"
+RETRIES = 1  # a run its worker died under is queued again once, then left failed
+
+
 def fail_stale_runs(*, older_than: timedelta = timedelta(minutes=15)) -> int:
-    """Runs a dead process left queued or running are marked failed; their card is untouched."""
+    """Runs a dead process left queued or running are marked failed (their card is
+    untouched: nothing is written before the final commit) and queued again once."""
+    from previously.agent.tasks import evolve_card
+
     cutoff = timezone.now() - older_than
     stale = EvolutionRun.objects.filter(
-        status__in=[EvolutionRun.Status.QUEUED, EvolutionRun.Status.RUNNING], created_at__lt=cutoff
+        Q(status=EvolutionRun.Status.QUEUED, created_at__lt=cutoff)
+        | Q(status=EvolutionRun.Status.RUNNING, started_at__lt=cutoff)
+        | Q(status=EvolutionRun.Status.RUNNING, started_at__isnull=True, created_at__lt=cutoff)
     )
     count = 0
     for run in stale:
         with transaction.atomic():
             updated = EvolutionRun.objects.filter(pk=run.pk, status=run.status).update(
-                status=EvolutionRun.Status.FAILED,
-                error="interrupted before it finished — the card is unchanged",
-                finished_at=timezone.now(),
+                status=EvolutionRun.Status.FAILED, error=INTERRUPTED, finished_at=timezone.now()
             )
-        count += updated
+        if not updated:
+            continue  # it finished (or another checker took it) meanwhile
+        count += 1
+        run.refresh_from_db()
+        emit(run, "failed", error=INTERRUPTED)
+        retried = sum(1 for s in run.steps if s.get("event") == "retry")
+        if retried < RETRIES:
+            run.steps = [*run.steps, {"at": timezone.now().isoformat(), "event": "retry", "attempts": run.attempts}]
+            run.status, run.error, run.finished_at = EvolutionRun.Status.QUEUED, "", None
+            run.save(update_fields=["steps", "status", "error", "finished_at"])
+            evolve_card.enqueue(run.pk)
     return count
 
 

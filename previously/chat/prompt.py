@@ -5,7 +5,7 @@ and card frozen for its life), so it is byte-identical on every turn of a slice 
 provider's prompt cache keeps hitting; it is cached per slice here.
 """
 
-import re
+import unicodedata
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -15,17 +15,53 @@ from memory.models import Message, Profile, Slice
 from memory.recall.context import Recalled
 
 OPEN, CLOSE = "<<<", ">>>"
-_ZERO_WIDTH = re.compile("[\u00ad\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff]")
-# "<" and ">" and their look-alikes (full-width, small, CJK brackets, guillemets, math).
-_ANGLE_RUN = re.compile("[<＜﹤〈《⟨‹«❮❬⟪〈]{3,}|[>＞﹥〉》⟩›»❯❭⟫〉]{3,}")
+# "<" and ">" and their look-alikes (full-width, small, CJK brackets, guillemets, math),
+# with how many brackets each one reads as ("≫" looks like two, "⋙" like three).
+_LEFT = {c: 1 for c in "<＜﹤〈《⟨‹«❮❬⟪〈˂ᐸ"} | {"≪": 2, "⋘": 3}
+_RIGHT = {c: 1 for c in ">＞﹥〉》⟩›»❯❭⟫〉˃ᐳ"} | {"≫": 2, "⋙": 3}
+_SPELT = {"≪": "< <", "≫": "> >", "⋘": "< < <", "⋙": "> > >"}
 PREFIX_CACHE_SIZE = 512
 _prefix_cache: OrderedDict[tuple, str] = OrderedDict()
 
 
+def _hidden(ch: str) -> bool:
+    # Format characters (zero-width, bidi controls, tags…) draw nothing and can hide a run.
+    return unicodedata.category(ch) == "Cf"
+
+
+def _mark(ch: str) -> bool:
+    # A combining mark draws on the bracket before it; "<\u0301<<" still reads as "<<<".
+    return unicodedata.category(ch) in ("Mn", "Me")
+
+
 def neutralise(text: str) -> str:
-    """User-supplied text made safe inside <<< >>>: no run of three angle brackets survives."""
-    text = _ZERO_WIDTH.sub("", text)
-    return _ANGLE_RUN.sub(lambda m: " ".join(m.group(0)), text)
+    """User-supplied text made safe inside <<< >>>: no run of three angle brackets survives,
+    however it is spelt (look-alikes, invisible characters or combining marks between them)."""
+    out: list[str] = []
+    run: list[str] = []
+
+    def flush() -> None:
+        brackets = [c for c in run if not _mark(c)]
+        left = sum(_LEFT.get(c, 0) for c in brackets)
+        right = sum(_RIGHT.get(c, 0) for c in brackets)
+        if left >= 3 or right >= 3:
+            out.append(" ".join(_SPELT.get(c, c) for c in brackets))  # marks in the run are dropped
+        else:
+            out.extend(run)
+        run.clear()
+
+    for ch in text:
+        if _hidden(ch):
+            continue
+        if ch in _LEFT or ch in _RIGHT or (run and _mark(ch)):
+            run.append(ch)
+        else:
+            if run:
+                flush()
+            out.append(ch)
+    if run:
+        flush()
+    return "".join(out)
 
 
 def quote(text: str) -> str:

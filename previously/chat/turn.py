@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from channels.db import database_sync_to_async
+from django.db.models import Q
 from django.template.loader import render_to_string
 from django.utils import timezone
 
@@ -253,6 +254,32 @@ async def handle_send(profile: Profile, data: dict, send: Send) -> None:
             await send(render_message(existing, lang=lang, reply_to=user_message.mid))
             return
     await reply_to(profile, user_message, send, local_time=frame.local_time)
+
+
+RESYNC_MAX = 200  # lines sent back on one (re)connect; the page's "load older" covers the rest
+
+
+@database_sync_to_async
+def _lines_after(profile: Profile, mid: str) -> list[Message]:
+    lines = Message.objects.for_profile(profile).live()
+    anchor = lines.filter(mid=mid).values("created_at", "id").first() if mid else None
+    if anchor is not None:
+        lines = lines.filter(
+            Q(created_at__gt=anchor["created_at"]) | Q(created_at=anchor["created_at"], id__gt=anchor["id"])
+        )
+    elif mid:
+        return []  # an unknown mid: nothing to say rather than the whole archive
+    return list(lines.order_by("created_at", "id")[:RESYNC_MAX])
+
+
+async def handle_resync(profile: Profile, data: dict, send: Send) -> None:
+    """After a (re)connect the page names the last line it shows; send what came after it
+    (archived while it was away: another tab, a reply that finished during a Redis or network
+    outage). Each line swaps in by id, so a line already shown is replaced, never doubled."""
+    after = str(data.get("after") or "")
+    lines = await _lines_after(profile, after) if after else []
+    for message in lines:
+        await send(render_message(message, lang=profile.language))
 
 
 async def handle_retry(profile: Profile, data: dict, send: Send) -> None:

@@ -78,6 +78,15 @@
     scrollDown(false);
   });
 
+  // On every (re)connect — after a network blip, a server restart or a Redis restart — ask for
+  // the lines archived after the last one shown; they swap in by id (never doubled).
+  document.addEventListener("htmx:wsOpen", function (evt) {
+    var shown = document.querySelectorAll("#messages article[data-mid]");
+    var last = shown.length ? shown[shown.length - 1].getAttribute("data-mid") : "";
+    if (!last || !evt.detail || !evt.detail.socketWrapper) { return; }
+    evt.detail.socketWrapper.send(JSON.stringify({ action: "resync", after: last }));
+  });
+
   document.addEventListener("htmx:wsAfterMessage", function () { scrollDown(false); });
   document.addEventListener("DOMContentLoaded", function () { scrollDown(true); });
   if (document.readyState !== "loading") { scrollDown(true); }

@@ -98,3 +98,18 @@ def test_upload_of_a_non_export_is_refused_with_a_message(client, profile, stora
     response = client.post(reverse("data_import_preview"), {"export": _upload({"format": "nope"})})
     assert response.status_code == 400
     assert "not a Previously export" in response.content.decode()
+
+
+@pytest.mark.django_db
+def test_an_oversize_upload_is_refused_with_a_clear_message_and_nothing_written(client, settings):
+    from memory.models import Profile
+    from tests.factories import UserFactory
+
+    settings.PREVIOUSLY_MAX_IMPORT_BYTES = 100
+    user = UserFactory()
+    client.force_login(user)
+    before = Profile.objects.count()
+    response = client.post(reverse("data_import_preview"), {"export": SimpleUploadedFile("x.json", b"{" + b" " * 200 + b"}")})
+    assert response.status_code == 400
+    assert "the limit is 100 bytes" in response.content.decode()
+    assert Profile.objects.count() == before

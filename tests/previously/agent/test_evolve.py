@@ -238,8 +238,9 @@ def test_runs_interrupted_by_a_dead_process_are_marked_failed(profile):
     from previously.agent.evolve import fail_stale_runs
 
     run = create_run(profile=profile, slice_=None, trigger="manual")
+    # Already retried once (tests/previously/agent/test_faults.py covers the retry itself).
     EvolutionRun.objects.filter(pk=run.pk).update(
-        status="running", created_at=timezone.now() - timedelta(hours=1)
+        status="running", created_at=timezone.now() - timedelta(hours=1), steps=[{"event": "retry"}]
     )
 
     assert fail_stale_runs() == 1

@@ -1,0 +1,263 @@
+"""`make loadtest` (BENCH.md §4): N concurrent websocket chats against the real app on
+loopback, with a local OpenAI-compatible server streaming the replies.
+
+One user logs in through the real login form and chats on N profiles at once (one socket
+each, T turns each). Reported per scenario: the first-token delay the app adds (time from
+sending the frame to the first token frame, minus the model server's own first-token delay),
+p50/p99; messages lost or duplicated (the archive compared to what was sent); errors.
+Scenarios: one process (SQLite, in-process layer); two processes + Redis + PostgreSQL + a
+task worker; and each again with card evolutions running meanwhile.
+Bounded: fixed N and T, and every wait has a timeout. Results: bench/results/loadtest.json.
+"""
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.stack import Stack  # noqa: E402
+from tests.webclient import WebClient  # noqa: E402
+
+RESULTS = ROOT / "bench" / "results"
+FIRST_TOKEN = 0.05  # the model server's own first-token delay (s)
+CHUNKS, CHUNK_GAP = 5, 0.02
+
+
+class ModelServer:
+    """An asyncio OpenAI-compatible server on its own thread: streams chat replies; answers
+    the agent's (non-streamed) calls slowly, with a card edit, so evolutions take a while."""
+
+    def __init__(self):
+        self.loop = asyncio.new_event_loop()
+        self.port = 0
+        self.streams = 0
+        self._ready = threading.Event()
+        threading.Thread(target=self._run, daemon=True).start()
+        self._ready.wait(10)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def _run(self):
+        asyncio.set_event_loop(self.loop)
+        server = self.loop.run_until_complete(asyncio.start_server(self._handle, "127.0.0.1", 0, backlog=1024))
+        self.port = server.sockets[0].getsockname()[1]
+        self._ready.set()
+        self.loop.run_forever()
+
+    async def _handle(self, reader, writer):
+        try:
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = 0
+            for line in head.decode("latin-1").split("\r\n"):
+                if line.lower().startswith("content-length:"):
+                    length = int(line.split(":", 1)[1])
+            body = json.loads(await reader.readexactly(length) or b"{}")
+            if body.get("stream"):
+                self.streams += 1
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n")
+                await asyncio.sleep(FIRST_TOKEN)
+                for k in range(CHUNKS):
+                    chunk = {"id": "x", "object": "chat.completion.chunk", "created": 0, "model": "m",
+                             "choices": [{"index": 0, "delta": {"content": f"word{k} "}, "finish_reason": None}]}
+                    writer.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+                    await writer.drain()
+                    await asyncio.sleep(CHUNK_GAP)
+                end = {"id": "x", "object": "chat.completion.chunk", "created": 0, "model": "m",
+                       "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+                writer.write(b"data: " + json.dumps(end).encode() + b"\n\ndata: [DONE]\n\n")
+            else:
+                await asyncio.sleep(0.5)  # a slow agent step
+                if body.get("tools"):
+                    message = {"role": "assistant", "content": None, "tool_calls": [{
+                        "id": uuid.uuid4().hex[:8], "type": "function",
+                        "function": {"name": "set_portrait", "arguments": json.dumps({"text": f"Portrait {time.time()}"})}}]}
+                else:
+                    message = {"role": "assistant", "content": json.dumps({"worth": True, "reason": "load"})}
+                payload = json.dumps({"id": "x", "object": "chat.completion", "created": 0, "model": "m",
+                                      "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+                                      "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}).encode()
+                writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n"
+                             + f"Content-Length: {len(payload)}\r\n\r\n".encode() + payload)
+            await writer.drain()
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass
+        finally:
+            writer.close()
+
+
+SETUP = """
+import json
+from django.contrib.auth import get_user_model
+from memory.models import Profile
+User = get_user_model()
+user = User.objects.filter(username="load").first() or User.objects.create_user("load", password="pw-load-12345")
+for n in range({n}):
+    Profile.objects.get_or_create(user=user, key=f"p{{n}}", defaults={{"language": "en"}})
+"""
+
+COUNT = """
+import json
+from collections import Counter
+from memory.models import Message
+rows = Message.objects.filter(profile__user__username="load").values_list("profile__key", "mid", "speaker")
+users = Counter((k, m) for k, m, s in rows if s == "user")
+print(json.dumps({{"user_mids": [m for (k, m) in users], "dups": sum(c - 1 for c in users.values()),
+                  "replies": sum(1 for k, m, s in rows if s == "assistant")}}))
+"""
+
+
+async def chat(url: str, headers: dict, key: str, turns: int, out: dict) -> None:
+    import websockets
+
+    async with websockets.connect(url, additional_headers=headers, open_timeout=60, max_size=None) as ws:
+        for t in range(turns):
+            mid = "c_" + uuid.uuid4().hex[:16]
+            out["sent"].append(mid)
+            start = time.perf_counter()
+            await ws.send(json.dumps({"action": "send", "mid": mid, "text": f"hello {key} {t}", "tz": "UTC"}))
+            first = None
+            async with asyncio.timeout(60):
+                while True:
+                    frame = await ws.recv()
+                    if first is None and f'<span id="reply-{mid}-content"' in frame:
+                        first = time.perf_counter() - start
+                    if f"outerHTML:#reply-{mid}" in frame:
+                        if "reply failed" in frame:
+                            out["errors"].append(f"{key}: reply failed")
+                        break
+            if first is not None:
+                out["ttft"].append(first)
+
+
+async def drive(stack: Stack, n: int, turns: int, evolutions: int) -> dict:
+    bases = [f"http://127.0.0.1:{p}" for p in stack.ports]
+    client = WebClient(bases[0])
+    await asyncio.to_thread(client.login, "load", "pw-load-12345")
+    await asyncio.to_thread(client.get, "/")
+    out = {"sent": [], "ttft": [], "errors": []}
+    if evolutions:
+        # Earlier conversations on some profiles, then "new conversation": their evolution runs
+        # (each ~12 slow model calls) are under way while the measured chats run.
+        warm = {"sent": [], "ttft": [], "errors": []}
+        await asyncio.gather(*(chat(*client.ws_args(f"p{k}", bases[k % len(bases)]), f"p{k}", 1, warm)
+                               for k in range(evolutions)))
+        for k in range(evolutions):
+            await asyncio.to_thread(client.post, f"/chat/new/?profile=p{k}", {}, bases[k % len(bases)])
+        await asyncio.sleep(1.0)
+        out["sent"].extend(warm["sent"])
+    started = time.perf_counter()
+    results = await asyncio.gather(
+        *(chat(*client.ws_args(f"p{k}", bases[k % len(bases)]), f"p{k}", turns, out) for k in range(n)),
+        return_exceptions=True,
+    )
+    out["errors"].extend(f"{type(r).__name__}: {r}" for r in results if isinstance(r, BaseException))
+    out["wall"] = time.perf_counter() - started
+    return out
+
+
+def scenario(name: str, *, n: int, turns: int, processes: int, database_url: str = "", redis_url: str = "",
+             tasks: str = "thread", evolutions: int = 0) -> dict:
+    model = ModelServer()
+    with tempfile.TemporaryDirectory(prefix="loadtest-") as var:
+        stack = Stack(processes=processes, database_url=database_url, redis_url=redis_url, tasks=tasks, var_dir=var,
+                      env={"PREVIOUSLY_LLM_BASE_URL": model.base_url, "PREVIOUSLY_LLM_MODEL": "m",
+                           "PREVIOUSLY_TURN_ANALYZER_MODEL": "0", "PREVIOUSLY_LOG_LEVEL": "WARNING"})
+        stack.manage("migrate", "--noinput")
+        stack.manage("shell", "-c", SETUP.format(n=max(n, evolutions)))
+        with stack:
+            out = asyncio.run(drive(stack, n, turns, evolutions))
+            time.sleep(1.0)
+            counted = json.loads(stack.manage("shell", "-c", COUNT.format()).strip().splitlines()[-1])
+            runs = stack.manage("shell", "-c", "from collections import Counter; from memory.models import "
+                                "EvolutionRun as R; print(dict(Counter(R.objects.values_list('status', flat=True))))")
+            runs = runs.strip().splitlines()[-1]
+    added = sorted(max(0.0, t - FIRST_TOKEN) * 1000 for t in out["ttft"])
+    archived = set(counted["user_mids"])
+    lost = [m for m in out["sent"] if m not in archived]
+
+    def pct(p):
+        return round(added[min(len(added) - 1, int(p / 100 * len(added)))], 1) if added else None
+
+    return {
+        "scenario": name, "n": n, "turns_each": turns, "processes": processes,
+        "database": "postgresql" if database_url else "sqlite", "channel_layer": "redis" if redis_url else "in-memory",
+        "evolutions": evolutions, "evolution_runs": runs,
+        "turns_measured": len(added), "added_first_token_ms_p50": round(statistics.median(added), 1) if added else None,
+        "added_first_token_ms_p99": pct(99), "added_first_token_ms_max": round(added[-1], 1) if added else None,
+        "model_first_token_ms": FIRST_TOKEN * 1000,
+        "sent": len(out["sent"]), "lost": len(lost), "duplicated": counted["dups"],
+        "replies_archived": counted["replies"], "errors": len(out["errors"]), "error_samples": out["errors"][:5],
+        "wall_s": round(out["wall"], 1),
+    }
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.loadtest", description=__doc__)
+    parser.add_argument("--n", type=int, default=200, help="concurrent chats (default 200)")
+    parser.add_argument("--turns", type=int, default=3, help="messages per chat (default 3)")
+    parser.add_argument("--evolutions", type=int, default=10, help="evolution runs under way in the 'with evolution' scenarios")
+    parser.add_argument("--database-url", default=os.environ.get("LOADTEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432"))
+    parser.add_argument("--redis-url", default=os.environ.get("LOADTEST_REDIS_URL", "redis://127.0.0.1:6379/14"))
+    parser.add_argument("--only", default="", help="comma-separated scenario names")
+    args = parser.parse_args(argv)
+    rows = []
+    wanted = set(filter(None, args.only.split(",")))
+
+    def pg_db() -> str:
+        import psycopg
+
+        name = f"previously_load_{uuid.uuid4().hex[:8]}"
+        with psycopg.connect(f"{args.database_url}/postgres", autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        return name
+
+    def drop(name: str) -> None:
+        import psycopg
+
+        with psycopg.connect(f"{args.database_url}/postgres", autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+    plans = [
+        ("one-process", dict(processes=1)),
+        ("one-process+evolution", dict(processes=1, evolutions=args.evolutions)),
+        ("two-processes+redis+pg", dict(processes=2, tasks="db", pg=True)),
+        ("two-processes+redis+pg+evolution", dict(processes=2, tasks="db", pg=True, evolutions=args.evolutions)),
+    ]
+    for name, plan in plans:
+        if wanted and name not in wanted:
+            continue
+        pg = plan.pop("pg", False)
+        db = pg_db() if pg else ""
+        try:
+            print(f"== {name}: N={args.n} × {args.turns} turns", flush=True)
+            rows.append(scenario(name, n=args.n, turns=args.turns,
+                                 database_url=f"{args.database_url}/{db}" if db else "",
+                                 redis_url=args.redis_url if pg else "", **plan))
+        finally:
+            if db:
+                drop(db)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "loadtest.json").write_text(json.dumps(rows, indent=1))
+    print(f"\n{'scenario':36} {'N':>4} {'turns':>6} {'p50 ms':>7} {'p99 ms':>7} {'lost':>5} {'dup':>4} {'err':>4} {'wall s':>7}")
+    for r in rows:
+        print(f"{r['scenario']:36} {r['n']:>4} {r['turns_measured']:>6} {r['added_first_token_ms_p50']!s:>7} "
+              f"{r['added_first_token_ms_p99']!s:>7} {r['lost']:>5} {r['duplicated']:>4} {r['errors']:>4} {r['wall_s']:>7}")
+    print(f"(added first-token delay = first token frame − send − the model's own {FIRST_TOKEN * 1000:.0f} ms)")
+    bad = [r for r in rows if r["lost"] or r["duplicated"] or r["errors"]]
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,135 @@
+"""Start the scaled-out stack on loopback (O3): N Daphne processes, optionally a
+django-tasks-db worker, on the database and channel layer the URLs name. Used by
+`scripts/scale_out.sh` (via `python -m bench.stack`), the cross-process test and `make loadtest`.
+Every process is a child of this one, on a free 127.0.0.1 port, and is stopped by stop()."""
+
+import argparse
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+BIN = Path(sys.executable).parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port: int, proc: subprocess.Popen, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"process for port {port} exited with {proc.returncode}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise TimeoutError(f"nothing on 127.0.0.1:{port} after {timeout}s")
+
+
+class Stack:
+    def __init__(self, *, processes: int = 1, database_url: str = "", redis_url: str = "",
+                 tasks: str = "thread", var_dir: str, env: dict | None = None, log_dir: str | None = None):
+        self.processes, self.tasks = processes, tasks
+        self.var_dir = Path(var_dir)
+        self.log_dir = Path(log_dir or var_dir)
+        self.env = {
+            **os.environ,
+            "PREVIOUSLY_VAR_DIR": str(self.var_dir),
+            "PREVIOUSLY_TASKS_BACKEND": tasks,
+            "PREVIOUSLY_IDLE_CHECK_SECONDS": "0",
+            "DJANGO_SECRET_KEY": os.environ.get("DJANGO_SECRET_KEY") or "scale-out-local-" + "k" * 40,
+            "DATABASE_URL": database_url,
+            "REDIS_URL": redis_url,
+            "PYTHONUNBUFFERED": "1",
+            **(env or {}),
+        }
+        for key in ("DATABASE_URL", "REDIS_URL"):
+            if not self.env[key]:
+                del self.env[key]
+        self.ports: list[int] = []
+        self.procs: list[subprocess.Popen] = []
+
+    def manage(self, *args: str, input: str | None = None, timeout: float = 300) -> str:
+        out = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=self.env, input=input,
+                             capture_output=True, text=True, timeout=timeout)
+        if out.returncode:
+            raise RuntimeError(f"manage.py {' '.join(args)} failed:\n{out.stdout}\n{out.stderr}")
+        return out.stdout
+
+    def _spawn(self, name: str, argv: list[str]) -> subprocess.Popen:
+        log = open(self.log_dir / f"{name}.log", "ab")  # noqa: SIM115 - closed with the process
+        proc = subprocess.Popen(argv, cwd=ROOT, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        self.procs.append(proc)
+        return proc
+
+    def start(self) -> "Stack":
+        self.var_dir.mkdir(parents=True, exist_ok=True)
+        self.manage("migrate", "--noinput")
+        for n in range(self.processes):
+            port = free_port()
+            proc = self._spawn(f"daphne-{n}", [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port),
+                                               "previously.asgi:application"])
+            wait_for_port(port, proc)
+            self.ports.append(port)
+        if self.tasks == "db":
+            self.worker = self._spawn("worker", [sys.executable, "manage.py", "db_worker", "--no-reload",
+                                                 "--interval", "0.2", "--no-startup-delay"])
+        return self
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(timeout=10)
+        self.procs.clear()
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.stack", description=__doc__)
+    parser.add_argument("--processes", type=int, default=int(os.environ.get("PREVIOUSLY_PROCESSES", "2")),
+                        help="Daphne processes (default: PREVIOUSLY_PROCESSES or 2)")
+    parser.add_argument("--var-dir", default=os.environ.get("PREVIOUSLY_VAR_DIR", str(ROOT / "var")),
+                        help="shared var/ directory (secret key, media, logs)")
+    args = parser.parse_args()
+    stack = Stack(processes=args.processes, database_url=os.environ.get("DATABASE_URL", ""),
+                  redis_url=os.environ.get("REDIS_URL", ""), tasks="db", var_dir=args.var_dir)
+    stack.start()
+    print("Previously, scaled out on loopback:")
+    for port in stack.ports:
+        print(f"  http://127.0.0.1:{port}/")
+    print(f"  task worker: manage.py db_worker (pid {stack.worker.pid}); logs in {stack.log_dir}")
+    print("Ctrl+C stops everything.")
+    try:
+        while all(p.poll() is None for p in stack.procs):
+            time.sleep(1)
+        print("a process exited; stopping the rest", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        stack.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,90 @@
+"""Reconnect and resync (issue 9): the page asks for the lines after the last one it shows;
+across a Redis restart under the channel layer nothing is lost or duplicated."""
+
+import contextlib
+import json
+
+import pytest
+from channels.db import database_sync_to_async
+from channels.layers import channel_layers, get_channel_layer
+from channels.routing import URLRouter
+from channels.testing import WebsocketCommunicator
+
+from memory.archive import archive_message
+from previously.chat.consumers import group_name
+from previously.routing import websocket_urlpatterns
+from tests.previously.chat.conftest import new_mid
+from tests.services import RedisServer
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+@database_sync_to_async
+def archive(profile, n: int, text: str):
+    return archive_message(profile=profile, mid=new_mid(n), speaker="user", content=text).message
+
+
+async def frames(chat, *, quiet: float = 0.3) -> list[str]:
+    out = []  # receive_nothing, not a timeout: a timed-out receive cancels the consumer
+    while not await chat.ws.receive_nothing(timeout=quiet):
+        out.append(await chat.ws.receive_from())
+    return out
+
+
+async def test_resync_sends_exactly_the_lines_after_the_last_one_shown(connect, user, profile):
+    for n in range(1, 6):
+        await archive(profile, n, f"line {n}")
+    chat = await connect(user)
+    await chat.ws.send_to(text_data=json.dumps({"action": "resync", "after": new_mid(2)}))
+    got = await frames(chat)
+    assert [f for f in got if "msg-c_" in f] == got and len(got) == 3
+    for n, frame in zip(range(3, 6), got, strict=True):
+        assert f'id="msg-{new_mid(n)}"' in frame and f"line {n}" in frame and 'hx-swap-oob="true"' in frame
+
+
+async def test_resync_with_an_unknown_or_foreign_mid_sends_nothing(connect, user, profile):
+    await archive(profile, 1, "mine")
+    chat = await connect(user)
+    for after in ("c_ffffffffffffffff", "", "x' OR 1=1"):
+        await chat.ws.send_to(text_data=json.dumps({"action": "resync", "after": after}))
+    assert await frames(chat) == []
+
+
+@pytest.fixture
+def redis_layer(settings):
+    """The channel layer on a redis-server of this test's own (restartable)."""
+    server = RedisServer().start()
+    settings.CHANNEL_LAYERS = {
+        "default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [server.url]}}
+    }
+    channel_layers.backends.clear()
+    yield server
+    server.stop()
+    channel_layers.backends.clear()
+
+
+async def test_a_redis_restart_loses_and_duplicates_nothing_after_reconnect(redis_layer, connect, user, profile):
+    await archive(profile, 1, "before the outage")
+    page = WebsocketCommunicator(URLRouter(websocket_urlpatterns), "/ws/chat/owner/")
+    page.scope["user"] = user
+    assert (await page.connect())[0]
+    await get_channel_layer().group_send(group_name(profile), {"type": "page.event", "html": "<p>event 1</p>"})
+    assert "event 1" in await page.receive_from(timeout=5)
+
+    redis_layer.stop()  # Redis goes away: page events cannot travel; the archive is the database
+    with contextlib.suppress(Exception):  # the consumer dies with its layer connection: the page sees a close
+        await page.wait(timeout=5)
+        await page.disconnect()
+    await archive(profile, 2, "during the outage (another tab)")
+    await archive(profile, 3, "still during the outage")
+    redis_layer.start()  # same port
+    channel_layers.backends.clear()  # a restarted process starts with fresh connections
+
+    again = await connect(user)  # the htmx ws extension reconnects by itself
+    assert not isinstance(again, int), f"reconnect refused: {again}"
+    await again.ws.send_to(text_data=json.dumps({"action": "resync", "after": new_mid(1)}))
+    got = [await again.ws.receive_from(timeout=10) for _ in range(2)]
+    assert await again.ws.receive_nothing(timeout=0.5)
+    assert [new_mid(2) in f for f in got] == [True, False] and new_mid(3) in got[1]
+    await get_channel_layer().group_send(group_name(profile), {"type": "page.event", "html": "<p>event 2</p>"})
+    assert "event 2" in await again.ws.receive_from(timeout=5)
