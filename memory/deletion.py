@@ -247,16 +247,19 @@ def _delete_highlights(highlights, now) -> list[Tombstone]:
 
 
 def _forget_attachment_on_commit(message: Message) -> None:
-    """A7 hook: an attachment stored through the storage API goes with its message, after commit."""
-    path = (message.attachment or {}).get("path") if isinstance(message.attachment, dict) else None
-    if not path:
+    """A7 hook: an attachment stored through the storage API (the file and its thumbnail) goes
+    with its message, after commit."""
+    attachment = message.attachment if isinstance(message.attachment, dict) else {}
+    paths = [p for p in (attachment.get("path"), attachment.get("thumb")) if isinstance(p, str) and p]
+    if not paths:
         return
 
     def remove():
-        try:
-            default_storage.delete(path)
-        except OSError:
-            log.warning("could not delete attachment %s of message %s", path, message.mid)
+        for path in paths:
+            try:
+                default_storage.delete(path)
+            except OSError:
+                log.warning("could not delete attachment %s of message %s", path, message.mid)
 
     transaction.on_commit(remove)
 

@@ -65,7 +65,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.send_html(turn.notice("Unreadable frame: expected JSON."))
             return
         action = data.get("action") or "send"
-        handler = {"send": turn.handle_send, "retry": turn.handle_retry}.get(action)
+        handler = {"send": turn.handle_send, "retry": turn.handle_retry, "reply": turn.handle_reply}.get(action)
         if handler is None:
             await self.send_html(turn.notice(f"Unknown action: {action}"))
             return
