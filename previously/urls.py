@@ -11,6 +11,7 @@ urlpatterns = [
     path("chat/new/", chat_views.new_conversation, name="new_conversation"),
     path("chat/profile/", chat_views.switch_profile, name="chat_profile"),
     path("chat/image/", chat_views.upload_image, name="chat_image_upload"),
+    path("chat/proactive/", chat_views.proactive_switch, name="chat_proactive"),
     path("images/<int:pk>/", chat_views.image, name="chat_image"),
     path("images/<int:pk>/thumb/", chat_views.image, {"thumb": True}, name="chat_image_thumb"),
     path("login/", auth_views.LoginView.as_view(), name="login"),

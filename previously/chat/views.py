@@ -166,3 +166,15 @@ def image(request, pk: int, thumb: bool = False):
     response["Cache-Control"] = "private, max-age=86400"
     response["X-Content-Type-Options"] = "nosniff"
     return response
+
+
+@login_required
+@require_POST
+def proactive_switch(request):
+    """K15: switch messages written first on or off for the current profile."""
+    profile = current_profile(request)
+    profile.proactive_enabled = request.POST.get("enabled") == "1"
+    profile.save(update_fields=["proactive_enabled"])
+    if request.htmx:
+        return render(request, "chat.html#proactive_toggle", {"profile": profile, "lang": profile.language})
+    return redirect("home")
