@@ -249,8 +249,9 @@ def _delete_highlights(highlights, now) -> list[Tombstone]:
 def _forget_attachment_on_commit(message: Message) -> None:
     """A7 hook: an attachment stored through the storage API (the file and its thumbnail) goes
     with its message, after commit."""
-    attachment = message.attachment if isinstance(message.attachment, dict) else {}
-    paths = [p for p in (attachment.get("path"), attachment.get("thumb")) if isinstance(p, str) and p]
+    from memory.images import attachment_paths
+
+    paths = attachment_paths(message)
     if not paths:
         return
 

@@ -164,13 +164,26 @@ def store_image_message(
 
 
 def _paths(message: Message) -> list[str]:
+    # Only files under the profile's own folder: an imported record naming another path (a
+    # crafted or foreign dump) can neither serve nor delete someone else's file.
     attachment = message.attachment if isinstance(message.attachment, dict) else {}
-    return [p for p in (attachment.get("path"), attachment.get("thumb")) if isinstance(p, str) and p]
+    prefix = f"images/{message.profile_id}/"
+    return [
+        p for p in (attachment.get("path"), attachment.get("thumb"))
+        if isinstance(p, str) and p.startswith(prefix) and ".." not in p
+    ]
 
 
 def attachment_paths(message: Message) -> list[str]:
     """The stored files of a message (file, thumbnail); empty for legacy or text lines."""
     return _paths(message)
+
+
+def stored_path(message: Message, *, thumb: bool = False) -> str | None:
+    """The storage path of the image (or its thumbnail), when it is this profile's file."""
+    attachment = message.attachment if isinstance(message.attachment, dict) else {}
+    path = attachment.get("thumb" if thumb else "path")
+    return path if path in _paths(message) else None
 
 
 def _remove(paths: list[str]) -> None:
@@ -183,7 +196,7 @@ def _remove(paths: list[str]) -> None:
 
 def has_file(message: Message) -> bool:
     """True when the image's file was stored here (legacy image records have none)."""
-    return bool(isinstance(message.attachment, dict) and message.attachment.get("path"))
+    return stored_path(message) is not None
 
 
 def image_label(message: Message) -> str:
@@ -198,7 +211,7 @@ def data_url(message: Message) -> str | None:
         return None
     attachment = message.attachment
     try:
-        with default_storage.open(attachment["path"], "rb") as f:
+        with default_storage.open(stored_path(message), "rb") as f:
             data = f.read()
     except OSError:
         log.warning("image file %s of %s is missing", attachment["path"], message.mid)

@@ -36,3 +36,25 @@ def welcome_back(profile_id: int) -> bool:
     profile = Profile.objects.filter(pk=profile_id).first()
     outcome = send_welcome_back(profile) if profile is not None else None
     return outcome is not None and outcome.message is not None
+
+
+@task()
+def reply_in_background(profile_id: int, mid: str) -> None:
+    """The reply to a line archived over plain HTTP (an image sent without JavaScript, A7): the
+    normal turn, its frames pushed to the profile's open pages; archived for the next load."""
+    from asgiref.sync import async_to_sync
+    from channels.layers import get_channel_layer
+
+    from memory.models import Profile
+    from previously.chat import turn
+    from previously.chat.consumers import group_name
+
+    profile = Profile.objects.filter(pk=profile_id).first()
+    if profile is None:
+        return
+    layer = get_channel_layer()
+
+    async def send(html: str) -> None:
+        await layer.group_send(group_name(profile), {"type": "page.event", "html": html})
+
+    async_to_sync(turn.handle_reply)(profile, {"mid": mid}, send)

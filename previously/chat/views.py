@@ -11,7 +11,7 @@ from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
 from memory.archive import MidConflict
-from memory.images import ImageRefused, store_image_message
+from memory.images import ImageRefused, store_image_message, stored_path
 from memory.models import Message, Profile
 from memory.models.archive import USER_MID_RE
 from previously.agent.lifecycle import new_conversation as start_new_conversation
@@ -137,6 +137,12 @@ def upload_image(request):
     if archived.closed_slice is not None:
         slice_closed(archived.closed_slice)  # snapshot + evolution, as for a text message
     if not request.htmx:
+        # No JavaScript, so no socket to ask for the reply: the turn runs as a task and the
+        # reply is in the archive at the next load.
+        from previously.agent.tasks import reply_in_background
+
+        if archived.created:
+            reply_in_background.enqueue(profile.pk, mid)
         return redirect("home")
     response = render(
         request, "chat.html#appended", {"message": archived.message, "lang": profile.language},
@@ -154,7 +160,7 @@ def image(request, pk: int, thumb: bool = False):
         Message.objects.live(), pk=pk, profile__user=request.user, message_type=Message.Type.IMAGE
     )
     attachment = message.attachment if isinstance(message.attachment, dict) else {}
-    path = attachment.get("thumb" if thumb else "path")
+    path = stored_path(message, thumb=thumb)
     if not path:
         raise Http404("image file not migrated")
     try:

@@ -16,6 +16,7 @@ from memory.models import Message
 from previously.llm import reset_provider
 from previously.llm.openai_compat import OpenAICompatible
 from tests.factories import MessageFactory, ProfileFactory, UserFactory
+from tests.llm_server import Turn
 from tests.previously.chat.conftest import new_mid
 
 
@@ -118,10 +119,15 @@ def test_a_resent_upload_is_idempotent_and_a_different_caption_conflicts_a2(logg
     assert len([p for p in media.rglob("*") if p.is_file()]) == 2  # one file + its thumbnail
 
 
-@pytest.mark.django_db
-def test_without_htmx_the_upload_redirects_to_the_chat(logged_in, profile):
-    response = upload(logged_in, png(), htmx=False)
-    assert response.status_code == 302 and Message.objects.filter(message_type="image").count() == 1
+@pytest.mark.django_db(transaction=True)  # the turn's async ORM helpers close the thread's connection
+def test_without_javascript_the_upload_redirects_and_the_reply_is_there_at_the_next_load(logged_in, profile, llm_server, llm_provider):
+    llm_server.script(Turn(chunks=["Nice ", "picture."]))
+    response = upload(logged_in, png(), htmx=False, text="from a plain form")
+    assert response.status_code == 302
+    assert list(Message.objects.values_list("speaker", "message_type", "content")) == [
+        ("user", "image", "from a plain form"), ("assistant", "text", "Nice picture."),
+    ]
+    assert "Nice picture." in logged_in.get(reverse("home")).content.decode()
 
 
 @pytest.mark.django_db
