@@ -108,17 +108,21 @@ def quiet_hours(local: datetime) -> bool:
     if not spec:
         return False
     start, _, end = spec.partition("-")
-    start_h, end_h = int(start), int(end or 24)
+    try:
+        start_h, end_h = int(start), int(end or 24)
+    except ValueError:
+        return False  # an unreadable setting never silences the companion; see the README
     if start_h <= end_h:
         return not (start_h <= local.hour < end_h)
     return end_h <= local.hour < start_h  # a window across midnight, e.g. "20-2"
 
 
-def refusal(profile: Profile, *, now: datetime, local: datetime) -> str | None:
-    """Why the companion may not write first now, or None when it may (K15)."""
+def refusal(profile: Profile, *, now: datetime, local: datetime, present: bool = False) -> str | None:
+    """Why the companion may not write first now, or None when it may (K15). `present`: the
+    user has just opened the chat, so quiet hours do not apply."""
     if not profile.proactive_enabled:
         return "switched off"
-    if quiet_hours(local):
+    if not present and quiet_hours(local):
         return "quiet hours"
     if in_conversation(profile, now):
         return "mid-conversation"
@@ -151,7 +155,8 @@ def announced(profile: Profile, subject: str) -> bool:
 
 
 def record_proactive(
-    *, profile: Profile, mid: str, reason: str, subject: str, content: str, now: datetime, tz: str
+    *, profile: Profile, mid: str, reason: str, subject: str, content: str, now: datetime, tz: str,
+    present: bool = False,
 ) -> Archived | None:
     """Archive a message the companion wrote first (speaker assistant, message_type proactive)
     and count it, in one transaction; None when the occasion was already announced, or when
@@ -162,7 +167,7 @@ def record_proactive(
         if connection.features.has_select_for_update:
             Profile.objects.select_for_update().filter(pk=profile.pk).first()
         profile.refresh_from_db(fields=["proactive_enabled"])
-        if refusal(profile, now=now, local=local) is not None:
+        if refusal(profile, now=now, local=local, present=present) is not None:
             return None
         try:
             with transaction.atomic():

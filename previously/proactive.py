@@ -104,7 +104,9 @@ def welcome_back(profile: Profile, *, now: datetime | None = None) -> Outcome | 
     outcome = Outcome(profile=profile.key, reason=ProactiveSend.Reason.RETURN, subject=subject)
     tz = rules.user_tz(profile)
     local = local_clock(now, tz).local
-    why = rules.refusal(profile, now=now, local=local) or ("already welcomed" if rules.announced(profile, subject) else None)
+    why = rules.refusal(profile, now=now, local=local, present=True) or (
+        "already welcomed" if rules.announced(profile, subject) else None
+    )
     if why:
         outcome.skipped = why
         return outcome
@@ -113,7 +115,7 @@ def welcome_back(profile: Profile, *, now: datetime | None = None) -> Outcome | 
         outcome.skipped = "the model gave no text"
         return outcome
     outcome.text = text
-    outcome.message = _send(profile, outcome, now=now, tz=tz)
+    outcome.message = _send(profile, outcome, now=now, tz=tz, present=True)
     return outcome
 
 
@@ -187,13 +189,13 @@ def _generate(profile: Profile, instruction: str) -> str:
 
 # --- the write and the delivery -------------------------------------------------------------
 
-def _send(profile: Profile, outcome: Outcome, *, now: datetime, tz: str) -> Message | None:
+def _send(profile: Profile, outcome: Outcome, *, now: datetime, tz: str, present: bool = False) -> Message | None:
     from previously.agent.lifecycle import slice_closed
     from previously.chat.turn import assistant_mid
 
     archived = rules.record_proactive(
         profile=profile, mid=assistant_mid(), reason=outcome.reason, subject=outcome.subject,
-        content=outcome.text, now=now, tz=tz,
+        content=outcome.text, now=now, tz=tz, present=present,
     )
     if archived is None:
         return None

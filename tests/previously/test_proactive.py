@@ -155,6 +155,16 @@ def test_no_messages_in_quiet_hours(owner, offline):
     assert proactive_rows(owner) == []
 
 
+def test_quiet_hours_windows(settings):
+    at = lambda h: DUE.replace(hour=h)  # noqa: E731
+    settings.PREVIOUSLY_PROACTIVE_HOURS = "8-22"
+    assert [rules.quiet_hours(at(h)) for h in (7, 8, 21, 22)] == [True, False, False, True]
+    settings.PREVIOUSLY_PROACTIVE_HOURS = "20-2"  # across midnight
+    assert [rules.quiet_hours(at(h)) for h in (19, 20, 1, 2)] == [True, False, False, True]
+    settings.PREVIOUSLY_PROACTIVE_HOURS = ""
+    assert not rules.quiet_hours(at(3))
+
+
 @pytest.mark.django_db
 def test_the_command_has_a_dry_run_and_a_controlled_clock(owner, offline, capsys):
     call_command("send_proactive", "--dry-run", "--now", "2026-08-21T09:00:00+00:00")
@@ -228,7 +238,7 @@ async def test_an_open_chat_page_receives_the_reminder_live(owner, offline):
 @pytest.mark.django_db(transaction=True)
 async def test_opening_the_chat_after_a_long_gap_brings_a_welcome_back_once(owner, settings, llm_server, llm_provider):
     settings.PREVIOUSLY_PROACTIVE_RETURN_HOURS = 24
-    settings.PREVIOUSLY_PROACTIVE_HOURS = ""  # whatever time the test runs
+    settings.PREVIOUSLY_PROACTIVE_HOURS = "0-0"  # quiet all day: the user is here, so it does not apply
     await database_sync_to_async(MessageFactory)(
         profile=owner, content="see you", created_at=datetime.now(UTC) - timedelta(days=3),
         slice=await database_sync_to_async(owner.slices.get)(),
