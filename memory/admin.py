@@ -15,6 +15,7 @@ from memory.models import (
     LegacyFragment,
     LegacyMeta,
     Message,
+    ProactiveSend,
     Profile,
     RecallDocument,
     RecallStats,
@@ -186,6 +187,17 @@ class LegacyMetaAdmin(admin.ModelAdmin):
     list_display = ["key", "profile", "value"]
     list_filter = [PROFILE_FILTER]
     search_fields = ["key", "value"]
+
+
+@admin.register(ProactiveSend)
+class ProactiveSendAdmin(admin.ModelAdmin):
+    """Messages the companion wrote first (K15): the day's count and the occasions announced."""
+
+    list_display = ["created_at", "profile", "day", "reason", "subject", "message"]
+    list_filter = [PROFILE_FILTER, "reason"]
+    search_fields = ["subject"]
+    raw_id_fields = ["message"]
+    date_hierarchy = "created_at"
 
 
 @admin.register(RecallDocument)

@@ -250,16 +250,20 @@ def _delete_highlights(highlights, now) -> list[Tombstone]:
 
 
 def _forget_attachment_on_commit(message: Message) -> None:
-    """A7 hook: an attachment stored through the storage API goes with its message, after commit."""
-    path = (message.attachment or {}).get("path") if isinstance(message.attachment, dict) else None
-    if not path:
+    """A7 hook: an attachment stored through the storage API (the file and its thumbnail) goes
+    with its message, after commit."""
+    from memory.images import attachment_paths
+
+    paths = attachment_paths(message)
+    if not paths:
         return
 
     def remove():
-        try:
-            default_storage.delete(path)
-        except OSError:
-            log.warning("could not delete attachment %s of message %s", path, message.mid)
+        for path in paths:
+            try:
+                default_storage.delete(path)
+            except OSError:
+                log.warning("could not delete attachment %s of message %s", path, message.mid)
 
     transaction.on_commit(remove)
 

@@ -1,4 +1,5 @@
-"""The server process's periodic housekeeping (S1): close idle slices every minute.
+"""The server process's periodic housekeeping (S1): close idle slices every minute; every
+PREVIOUSLY_PROACTIVE_CHECK_SECONDS, queue the proactive check (K15: due Horizon items).
 
 Started once per process by the ASGI application on its first connection (never by
 management commands or tests); `manage.py close_idle_slices` does the same by hand.
@@ -6,6 +7,7 @@ management commands or tests); `manage.py close_idle_slices` does the same by ha
 
 import logging
 import threading
+import time
 
 from django.conf import settings
 from django.db import close_old_connections, connections
@@ -16,15 +18,16 @@ _lock = threading.Lock()
 
 
 def start_idle_check() -> bool:
-    """Start the idle-slice loop once per process; False when off or already running."""
+    """Start the housekeeping loop once per process; False when off or already running."""
     period = settings.PREVIOUSLY_IDLE_CHECK_SECONDS
-    if period <= 0 or _started.is_set():
+    proactive = settings.PREVIOUSLY_PROACTIVE_CHECK_SECONDS
+    if (period <= 0 and proactive <= 0) or _started.is_set():
         return False
     with _lock:
         if _started.is_set():
             return False
         _started.set()
-    threading.Thread(target=_loop, args=(period,), name="previously-idle-check", daemon=True).start()
+    threading.Thread(target=_loop, args=(period, proactive), name="previously-idle-check", daemon=True).start()
     return True
 
 
@@ -40,14 +43,28 @@ def run_idle_check() -> int:
     return len(closed)
 
 
-def _loop(period: int) -> None:
+def run_proactive_check() -> None:
+    """Queue one proactive pass (a task: model calls stay off this loop)."""
+    from previously.agent.tasks import proactive_check
+
+    proactive_check.enqueue()
+
+
+def _loop(period: int, proactive: int = 0) -> None:
     stop = threading.Event()
-    while not stop.wait(period):
+    tick = min(p for p in (period, proactive) if p > 0)
+    due = {"idle": time.monotonic() + period, "proactive": time.monotonic() + proactive}
+    jobs = [("idle", period, run_idle_check), ("proactive", proactive, run_proactive_check)]
+    while not stop.wait(tick):
         close_old_connections()
         try:
-            run_idle_check()
-        except Exception:  # noqa: BLE001 - the next pass retries; the server keeps serving
-            log.exception("idle check failed")
+            for name, every, job in jobs:
+                if every > 0 and time.monotonic() >= due[name]:
+                    due[name] = time.monotonic() + every
+                    try:
+                        job()
+                    except Exception:  # noqa: BLE001 - the next pass retries; the server keeps serving
+                        log.exception("%s check failed", name)
         finally:
             connections.close_all()
 

@@ -251,3 +251,19 @@ PREVIOUSLY_AGENT_MAX_STEPS = env_int("PREVIOUSLY_AGENT_MAX_STEPS", 12)
 # an explicit memory request (one extra, non-streamed model call per turn, off the reply path).
 PREVIOUSLY_TURN_ANALYZER_MODEL = env_bool("PREVIOUSLY_TURN_ANALYZER_MODEL", True)
 PREVIOUSLY_IDLE_CHECK_SECONDS = env_int("PREVIOUSLY_IDLE_CHECK_SECONDS", 60)
+
+# --- Image messages (SPEC A7) and proactive messages (K15) -------------------
+# Largest image upload in bytes; the type is checked by content (Pillow), never by name.
+PREVIOUSLY_IMAGE_MAX_BYTES = env_int("PREVIOUSLY_IMAGE_MAX_BYTES", 8 * 1024 * 1024)
+# Whether the configured model takes images (OpenAI-compatible image_url parts); 0 sends a
+# "[image: …]" text stand-in instead.
+PREVIOUSLY_LLM_IMAGES = env_bool("PREVIOUSLY_LLM_IMAGES", True)
+# Proactive messages: at most this many a day per profile (the legacy count is honoured).
+PREVIOUSLY_PROACTIVE_PER_DAY = env_int("PREVIOUSLY_PROACTIVE_PER_DAY", 3)
+# A page opened after this many hours away gets a welcome-back message (0: off; needs a model).
+PREVIOUSLY_PROACTIVE_RETURN_HOURS = env_int("PREVIOUSLY_PROACTIVE_RETURN_HOURS", 24)
+# How often the server process looks for due Horizon items (0: off; `manage.py send_proactive`
+# does it from cron).
+PREVIOUSLY_PROACTIVE_CHECK_SECONDS = env_int("PREVIOUSLY_PROACTIVE_CHECK_SECONDS", 600)
+# Local hours (start-end, end exclusive) in which the companion may write first.
+PREVIOUSLY_PROACTIVE_HOURS = os.environ.get("PREVIOUSLY_PROACTIVE_HOURS", "8-22")

@@ -46,3 +46,7 @@ def _tasks_run_immediately(settings):
     # Tests see a task's effects when enqueue returns; the thread pool has its own test.
     settings.TASKS = {"default": {"BACKEND": "django.tasks.backends.immediate.ImmediateBackend"}}
     settings.PREVIOUSLY_IDLE_CHECK_SECONDS = 0
+    # Proactive messages (K15) are off unless a test turns them on: they would take scripted
+    # model answers meant for replies.
+    settings.PREVIOUSLY_PROACTIVE_CHECK_SECONDS = 0
+    settings.PREVIOUSLY_PROACTIVE_RETURN_HOURS = 0

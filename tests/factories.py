@@ -201,3 +201,13 @@ class RecallStatsFactory(factory.django.DjangoModelFactory):
         model = m.RecallStats
 
     profile = factory.SubFactory(ProfileFactory)
+
+
+class ProactiveSendFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = m.ProactiveSend
+
+    profile = factory.SubFactory(ProfileFactory)
+    day = factory.LazyFunction(lambda: timezone.now().date())
+    reason = m.ProactiveSend.Reason.HORIZON_DUE
+    subject = factory.Sequence(lambda n: f"horizon:2026-01-01:{n}")

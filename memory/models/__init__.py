@@ -12,6 +12,7 @@ from memory.models.curation import (
 )
 from memory.models.deletion import Tombstone
 from memory.models.legacy import LegacyFragment, LegacyMeta
+from memory.models.proactive import ProactiveSend
 from memory.models.recall import RecallDocument, RecallStats, RecallTerm
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "LegacyMeta",
     "Message",
     "MessageQuerySet",
+    "ProactiveSend",
     "Profile",
     "RecallDocument",
     "RecallStats",

@@ -18,8 +18,14 @@ def arrival_briefing(profile: Profile, slice_: Slice, *, now: datetime | None = 
     """Instructions for the first reply of a slice, or None when there is nothing to say."""
     if Message.objects.in_slice(slice_).filter(speaker=Message.Speaker.ASSISTANT).exists():
         return None  # not the first turn of this slice any more
+    return briefing_text(profile, tz=slice_.tz, now=now)
+
+
+def briefing_text(profile: Profile, *, tz: str | None, now: datetime | None = None) -> str | None:
+    """The briefing itself (name, overdue Horizon items) on the user's clock, or None; also the
+    instruction of a welcome-back message written first (K15)."""
     card = parse_or_empty(live_card(profile).text)
-    today = local_clock(now or timezone.now(), slice_.tz).local.date()
+    today = local_clock(now or timezone.now(), tz).local.date()
     name = _field(card, _NAME_FIELDS)
     address = _field(card, _ADDRESS_FIELDS)
     overdue = [

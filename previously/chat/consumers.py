@@ -30,6 +30,19 @@ def _owned_profile(user, key: str) -> Profile | None:
     return Profile.objects.for_user(user).filter(key=key).first()
 
 
+@database_sync_to_async
+def _welcome_back_if_away(profile: Profile) -> None:
+    """K15: a page opened after a long gap queues a message written first (off this path)."""
+    from previously.agent.tasks import welcome_back
+    from previously.proactive import should_welcome_back
+
+    try:
+        if should_welcome_back(profile):
+            welcome_back.enqueue(profile.pk)
+    except Exception:  # noqa: BLE001 - never in the way of opening the chat
+        log.exception("welcome-back check failed for profile %s", profile.pk)
+
+
 class ChatConsumer(AsyncWebsocketConsumer):
     """Turns run as tasks, one at a time per socket, so page events (card evolution progress,
     K11) reach the page while a reply is still streaming."""
@@ -48,6 +61,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         self.group = group_name(self.profile)
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
+        await _welcome_back_if_away(self.profile)
 
     async def disconnect(self, code):
         if getattr(self, "turns", None):
@@ -65,7 +79,12 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.send_html(turn.notice("Unreadable frame: expected JSON."))
             return
         action = data.get("action") or "send"
-        handler = {"send": turn.handle_send, "retry": turn.handle_retry, "resync": turn.handle_resync}.get(action)
+        handler = {
+            "send": turn.handle_send,
+            "retry": turn.handle_retry,
+            "resync": turn.handle_resync,
+            "reply": turn.handle_reply,
+        }.get(action)
         if handler is None:
             await self.send_html(turn.notice(f"Unknown action: {action}"))
             return

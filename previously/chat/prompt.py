@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from memory.clock import LocalClock, period_label
+from memory.images import data_url, image_label
 from memory.models import Message, Profile, Slice
 from memory.recall.context import Recalled
 
@@ -225,8 +226,10 @@ def chat_messages(
     recent: Sequence[Message],
     user_text: str,
     briefing: str | None = None,
+    user_content: str | list[dict] | None = None,
 ) -> list[dict]:
-    """System prompt, then the slice's recent turns, then the user's message."""
+    """System prompt, then the slice's recent turns, then the user's message (`user_content`,
+    e.g. image parts from `user_turn_content`, replaces `user_text` when given)."""
     messages = [
         {
             "role": "system",
@@ -238,6 +241,27 @@ def chat_messages(
     ]
     for m in recent:
         role = "user" if m.speaker == Message.Speaker.USER else "assistant"
-        messages.append({"role": role, "content": m.content})
-    messages.append({"role": "user", "content": user_text})
+        messages.append({"role": role, "content": turn_text(m)})
+    messages.append({"role": "user", "content": user_text if user_content is None else user_content})
     return messages
+
+
+def turn_text(message: Message) -> str:
+    """A replayed turn as text; an earlier image is its stand-in (sent once, not every turn)."""
+    if message.message_type == Message.Type.IMAGE:
+        return image_label(message)
+    return message.content
+
+
+def user_turn_content(message: Message, *, images: bool) -> str | list[dict]:
+    """The user's message for the model (A7): text and an OpenAI-compatible image part when the
+    provider takes images and the file is here, else the `[image: …]` stand-in."""
+    if message.message_type != Message.Type.IMAGE:
+        return message.content
+    url = data_url(message) if images else None
+    if url is None:
+        return image_label(message)
+    return [
+        {"type": "text", "text": message.content.strip() or image_label(message)},
+        {"type": "image_url", "image_url": {"url": url}},
+    ]

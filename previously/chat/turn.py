@@ -140,7 +140,8 @@ def _user_message(profile: Profile, mid: str) -> Message | None:
 
 
 def prepare(
-    profile: Profile, user_message: Message, *, local_time: str | None = None, now: datetime | None = None
+    profile: Profile, user_message: Message, *, local_time: str | None = None, now: datetime | None = None,
+    images: bool = False,
 ) -> Prepared:
     """Recall and the provider request for a reply to `user_message` (constant queries, O2)."""
     profile = Profile.objects.get(pk=profile.pk)  # persona/language may have changed
@@ -156,7 +157,7 @@ def prepare(
     )[::-1]
     recalled = recall(
         profile=profile,
-        query=user_message.content,
+        query=user_message.content or prompt.turn_text(user_message),
         now=clock.local,
         exclude_ids=[user_message.pk, *(m.pk for m in recent)],
     )
@@ -171,6 +172,7 @@ def prepare(
         recalled=recalled,
         recent=recent,
         user_text=user_message.content,
+        user_content=prompt.user_turn_content(user_message, images=images),
     )
     return Prepared(profile=profile, slice=slice_, clock=clock, recalled=recalled, messages=messages)
 
@@ -282,6 +284,21 @@ async def handle_resync(profile: Profile, data: dict, send: Send) -> None:
         await send(render_message(message, lang=profile.language))
 
 
+async def handle_reply(profile: Profile, data: dict, send: Send) -> None:
+    """A reply to a line already archived over HTTP (an image upload, A7): once per line."""
+    user_message = await _user_message(profile, str(data.get("mid") or ""))
+    if user_message is None:
+        await send(notice("That message is no longer in the archive."))
+        return
+    lang = profile.language
+    await send(render_message(user_message, lang=lang))
+    existing = await _reply_after(user_message)
+    if existing is not None:  # a resend: show what is stored, write nothing
+        await send(render_message(existing, lang=lang, reply_to=user_message.mid))
+        return
+    await reply_to(profile, user_message, send, local_time=data.get("local_time") or None)
+
+
 async def handle_retry(profile: Profile, data: dict, send: Send) -> None:
     """A new reply attempt for a user message whose reply failed (L3)."""
     user_message = await _user_message(profile, str(data.get("mid") or ""))
@@ -298,7 +315,9 @@ async def reply_to(profile: Profile, user_message: Message, send: Send, *, local
     lang = profile.language
     umid = user_message.mid
     provider = get_provider()
-    prepared = await database_sync_to_async(prepare)(profile, user_message, local_time=local_time)
+    prepared = await database_sync_to_async(prepare)(
+        profile, user_message, local_time=local_time, images=getattr(provider, "supports_images", False)
+    )
     lang = prepared.profile.language
     await send(render("reply_start", umid=umid, lang=lang, offline=provider.offline))
     cleaner = markers.StreamCleaner()

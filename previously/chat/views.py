@@ -1,13 +1,20 @@
 """The chat page (function views branching on request.htmx, STYLE 5-7)."""
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
+from django.core.files.storage import default_storage
 from django.db.models import Q
-from django.shortcuts import redirect, render
+from django.http import FileResponse, Http404, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from memory.archive import MidConflict
+from memory.images import ImageRefused, store_image_message, stored_path
 from memory.models import Message, Profile
+from memory.models.archive import USER_MID_RE
 from previously.agent.lifecycle import new_conversation as start_new_conversation
+from previously.agent.lifecycle import slice_closed
 from previously.llm import get_provider
 from previously.profiles import current_profile
 
@@ -56,6 +63,7 @@ def chat(request):
         "older_than": older_than,
         "lang": profile.language,
         "offline": get_provider().offline,
+        "image_max_bytes": settings.PREVIOUSLY_IMAGE_MAX_BYTES,
     }
     return render(request, "chat.html", context)
 
@@ -82,3 +90,84 @@ def new_conversation(request):
     if request.htmx:
         return render(request, "chat.html#divider", {"lang": profile.language})
     return redirect(request.POST.get("next") or "home")
+
+
+def _refused(text: str, status: int) -> HttpResponse:
+    return HttpResponse(text, status=status, content_type="text/plain; charset=utf-8")
+
+
+@login_required
+@require_POST
+def upload_image(request):
+    """A7: an image message from the page (multipart, CSRF): check it by content, store it,
+    archive it as message_type=image. The page then asks the socket for the reply."""
+    profile = current_profile(request)
+    mid = request.POST.get("mid", "")
+    upload = request.FILES.get("image")
+    if not USER_MID_RE.match(mid):
+        return _refused("invalid message id: expected c_ and 16 hex digits", 400)
+    if upload is None:
+        return _refused("no image in the request", 400)
+    limit = settings.PREVIOUSLY_IMAGE_MAX_BYTES
+    if upload.size > limit:  # refused before reading it into memory
+        return _refused(f"image too large ({upload.size} bytes, limit {limit})", 413)
+    try:
+        archived = store_image_message(
+            profile=profile, mid=mid, data=upload.read(), name=upload.name or "",
+            caption=request.POST.get("text", "").strip()[:8000],
+            tz=request.POST.get("tz") or None, local_time=request.POST.get("local_time") or None,
+        )
+    except ImageRefused as refused:
+        return _refused(refused.reason, refused.status)
+    except MidConflict as conflict:
+        return _refused(str(conflict), 409)
+    if archived.closed_slice is not None:
+        slice_closed(archived.closed_slice)  # snapshot + evolution, as for a text message
+    if not request.htmx:
+        # No JavaScript, so no socket to ask for the reply: the turn runs as a task and the
+        # reply is in the archive at the next load.
+        from previously.agent.tasks import reply_in_background
+
+        if archived.created:
+            reply_in_background.enqueue(profile.pk, mid)
+        return redirect("home")
+    response = render(
+        request, "chat.html#appended", {"message": archived.message, "lang": profile.language},
+        status=201 if archived.created else 200,
+    )
+    response["X-Message-Mid"] = archived.message.mid
+    return response
+
+
+@login_required
+def image(request, pk: int, thumb: bool = False):
+    """An image message's file or thumbnail, only for the user whose profile it belongs to;
+    anyone else gets the same 404 as for a missing one (P2)."""
+    message = get_object_or_404(
+        Message.objects.live(), pk=pk, profile__user=request.user, message_type=Message.Type.IMAGE
+    )
+    attachment = message.attachment if isinstance(message.attachment, dict) else {}
+    path = stored_path(message, thumb=thumb)
+    if not path:
+        raise Http404("image file not migrated")
+    try:
+        f = default_storage.open(path, "rb")
+    except (OSError, ValueError):
+        raise Http404("image file missing") from None
+    content_type = "image/jpeg" if thumb else attachment.get("content_type") or "application/octet-stream"
+    response = FileResponse(f, content_type=content_type)
+    response["Cache-Control"] = "private, max-age=86400"
+    response["X-Content-Type-Options"] = "nosniff"
+    return response
+
+
+@login_required
+@require_POST
+def proactive_switch(request):
+    """K15: switch messages written first on or off for the current profile."""
+    profile = current_profile(request)
+    profile.proactive_enabled = request.POST.get("enabled") == "1"
+    profile.save(update_fields=["proactive_enabled"])
+    if request.htmx:
+        return render(request, "chat.html#proactive_toggle", {"profile": profile, "lang": profile.language})
+    return redirect("home")

@@ -35,10 +35,14 @@ def _choose() -> Provider:
             base_url=settings.PREVIOUSLY_LLM_BASE_URL,
             api_key=settings.PREVIOUSLY_LLM_API_KEY,
             model=settings.PREVIOUSLY_LLM_MODEL or "default",
+            supports_images=settings.PREVIOUSLY_LLM_IMAGES,
         )
     model = _probe_ollama()
     if model:
-        return OpenAICompatible(base_url=OLLAMA_URL, api_key="", model=settings.PREVIOUSLY_LLM_MODEL or model)
+        return OpenAICompatible(
+            base_url=OLLAMA_URL, api_key="", model=settings.PREVIOUSLY_LLM_MODEL or model,
+            supports_images=settings.PREVIOUSLY_LLM_IMAGES,
+        )
     return Offline()
 
 

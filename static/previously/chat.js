@@ -87,6 +87,87 @@
     evt.detail.socketWrapper.send(JSON.stringify({ action: "resync", after: last }));
   });
 
+  // --- Image messages (SPEC A7): button, paste or drop → a multipart POST (htmx, CSRF header
+  // from <body hx-headers>) → the archived line comes back → the socket is asked for the reply.
+  function notice(text) {
+    var box = document.getElementById("notices");
+    if (!box) { return; }
+    var p = document.createElement("p");
+    p.className = "notice error";
+    p.setAttribute("role", "alert");
+    p.textContent = text;
+    box.appendChild(p);
+  }
+
+  function sendImage(file) {
+    var form = document.getElementById("image-form");
+    if (!form || !file) { return; }
+    var max = parseInt(form.dataset.maxBytes || "0", 10);
+    if (max && file.size > max) {
+      notice((document.documentElement.lang || "").indexOf("zh") === 0
+        ? "图片太大（上限 " + Math.round(max / 1048576) + " MB）"
+        : "Image too large (limit " + Math.round(max / 1048576) + " MB)");
+      return;
+    }
+    var input = document.getElementById("image-input");
+    if (input.files[0] !== file) {
+      var dt = new DataTransfer();
+      dt.items.add(file);
+      input.files = dt.files;
+    }
+    var composer = document.getElementById("composer-text");
+    form.elements.mid.value = newMid();
+    form.elements.text.value = composer ? composer.value : "";
+    form.elements.local_time.value = localIso(new Date());
+    form.elements.tz.value = Intl.DateTimeFormat().resolvedOptions().timeZone || "";
+    form.requestSubmit();
+  }
+
+  function imageIn(list) {
+    for (var i = 0; list && i < list.length; i++) {
+      if (list[i].type && list[i].type.indexOf("image/") === 0) { return list[i]; }
+    }
+    return null;
+  }
+
+  document.addEventListener("change", function (evt) {
+    if (evt.target.id === "image-input" && evt.target.files.length) { sendImage(evt.target.files[0]); }
+  });
+
+  document.addEventListener("paste", function (evt) {
+    if (!evt.target.closest || !evt.target.closest("#composer")) { return; }
+    var file = imageIn(evt.clipboardData && evt.clipboardData.files);
+    if (file) { evt.preventDefault(); sendImage(file); }
+  });
+
+  document.addEventListener("dragover", function (evt) {
+    if (evt.target.closest && evt.target.closest(".chat")) { evt.preventDefault(); }
+  });
+
+  document.addEventListener("drop", function (evt) {
+    if (!evt.target.closest || !evt.target.closest(".chat")) { return; }
+    var file = imageIn(evt.dataTransfer && evt.dataTransfer.files);
+    if (file) { evt.preventDefault(); sendImage(file); }
+  });
+
+  document.addEventListener("htmx:afterRequest", function (evt) {
+    var form = evt.detail.elt;
+    if (!form || form.id !== "image-form") { return; }
+    var xhr = evt.detail.xhr;
+    if (evt.detail.successful) {
+      var reply = document.getElementById("image-reply");
+      reply.elements.mid.value = xhr.getResponseHeader("X-Message-Mid") || form.elements.mid.value;
+      reply.elements.local_time.value = form.elements.local_time.value;
+      var composer = document.getElementById("composer-text");
+      if (composer) { composer.value = ""; }
+      reply.requestSubmit();
+      scrollDown(true);
+    } else if (xhr) {
+      notice(xhr.responseText || ("upload failed (" + xhr.status + ")"));
+    }
+    form.elements.image.value = "";
+  });
+
   document.addEventListener("htmx:wsAfterMessage", function () { scrollDown(false); });
   document.addEventListener("DOMContentLoaded", function () { scrollDown(true); });
   if (document.readyState !== "loading") { scrollDown(true); }

@@ -26,6 +26,7 @@ MODELS_AND_FACTORIES = [
     (m.RecallDocument, f.RecallDocumentFactory),
     (m.RecallTerm, f.RecallTermFactory),
     (m.RecallStats, f.RecallStatsFactory),
+    (m.ProactiveSend, f.ProactiveSendFactory),
 ]
 
 

@@ -173,14 +173,28 @@ def test_a_hidden_message_can_be_deleted_for_good(profile):
 def test_hard_delete_removes_the_stored_attachment_file(profile, settings, tmp_path, django_capture_on_commit_callbacks):
     settings.STORAGES = {**settings.STORAGES, "default": {
         "BACKEND": "django.core.files.storage.FileSystemStorage", "OPTIONS": {"location": str(tmp_path)}}}
-    path = default_storage.save("images/cat.png", ContentFile(b"png"))
+    path = default_storage.save(f"images/{profile.pk}/cat.png", ContentFile(b"png"))
+    thumb = default_storage.save(f"images/{profile.pk}/cat.thumb.jpg", ContentFile(b"jpg"))
     message = archive_message(
         profile=profile, mid="c_0000000000000001", speaker="user", content="",
-        message_type="image", attachment={"path": path},
+        message_type="image", attachment={"path": path, "thumb": thumb},
     ).message
     with django_capture_on_commit_callbacks(execute=True):
         message.hard_delete()
-    assert not default_storage.exists(path)
+    assert not default_storage.exists(path) and not default_storage.exists(thumb)
+
+
+def test_hard_delete_never_touches_a_file_outside_the_profiles_folder(profile, settings, tmp_path, django_capture_on_commit_callbacks):
+    settings.STORAGES = {**settings.STORAGES, "default": {
+        "BACKEND": "django.core.files.storage.FileSystemStorage", "OPTIONS": {"location": str(tmp_path)}}}
+    other = default_storage.save(f"images/{profile.pk + 1}/theirs.png", ContentFile(b"png"))
+    message = archive_message(  # e.g. a crafted imported record naming someone else's file
+        profile=profile, mid="c_0000000000000001", speaker="user", content="",
+        message_type="image", attachment={"path": other},
+    ).message
+    with django_capture_on_commit_callbacks(execute=True):
+        message.hard_delete()
+    assert default_storage.exists(other)
 
 
 # --- purge and keep (D4), prune (D5) ---

@@ -91,7 +91,12 @@ def world(db):
     f.CardSnapshotFactory(slice=s, text=f"card at end {SECRET}")
     f.EvolutionRunFactory(profile=a, slice=s, summary=f"run {SECRET}")
     f.SliceLogEntryFactory(slice=s, summary=f"log {SECRET}")
-    return {"alice": alice, "bob": bob, "a": a, "slice": s, "m1": m1, "m2": m2, "h": h, "e": e, "r": r}
+    img = f.MessageFactory(
+        profile=a, slice=s, mid="c_a11ce00000000002", message_type=Message.Type.IMAGE,
+        content=f"photo {SECRET}", attachment={"name": f"{SECRET}.png", "content_type": "image/png"},
+    )
+    return {"alice": alice, "bob": bob, "a": a, "slice": s, "m1": m1, "m2": m2, "h": h, "e": e, "r": r,
+            "image": img}
 
 
 def a_state(a: Profile) -> dict:
@@ -116,6 +121,7 @@ def fill(world, name: str, params: tuple[str, ...], route: str) -> dict:
         "app_label": "memory",
         "id": str(world["alice"].pk),
         "content_type_id": str(ContentType.objects.get_for_model(Message).pk),
+        "pk": world["image"].pk,  # /images/<pk>/: A's image message
     }
     out = {}
     for p in params:

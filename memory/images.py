@@ -1,0 +1,220 @@
+"""Image messages (SPEC A7): check by content, store through Django's storage API, thumbnail,
+archive as `message_type=image`.
+
+Files live in `default_storage` (MEDIA_ROOT, i.e. var/media, by default; any STORAGES backend
+at scale) under `images/<profile pk>/<mid>.<ext>`, the thumbnail beside it as
+`<mid>.thumb.jpg`. They are never served from a public URL: the chat's image view checks the
+profile belongs to the user. The attachment metadata is
+`{"path", "thumb", "content_type", "size", "width", "height", "sha256", "name"}`;
+legacy image records (LEGACY_KV.md) carry `{"name", "mime", "size", "width", "height"}` and no
+path: their file was never migrated.
+"""
+
+import base64
+import hashlib
+import io
+import logging
+from dataclasses import dataclass
+
+from django.conf import settings
+from django.core.files.base import ContentFile
+from django.core.files.storage import default_storage
+from PIL import Image, UnidentifiedImageError
+
+from memory.archive import Archived, MidConflict, archive_message
+from memory.models import Message, Profile
+
+log = logging.getLogger(__name__)
+
+# Pillow format → (content type, file extension). Only formats every browser shows.
+FORMATS = {
+    "JPEG": ("image/jpeg", "jpg"),
+    "PNG": ("image/png", "png"),
+    "GIF": ("image/gif", "gif"),
+    "WEBP": ("image/webp", "webp"),
+}
+THUMB_SIZE = (320, 320)
+MAX_PIXELS = 50_000_000  # refuse decompression bombs well before Pillow's own limit
+NAME_MAX = 200
+
+
+class ImageRefused(ValueError):
+    """The upload is not an image we take; the message says why, for the user."""
+
+    def __init__(self, reason: str, *, status: int = 400):
+        self.reason = reason
+        self.status = status
+        super().__init__(reason)
+
+
+@dataclass(frozen=True)
+class CheckedImage:
+    data: bytes
+    content_type: str
+    ext: str
+    width: int
+    height: int
+    sha256: str
+    name: str
+
+
+def check_image(data: bytes, *, name: str = "") -> CheckedImage:
+    """The bytes as a checked image; refuses by size and by content, never by file name."""
+    limit = settings.PREVIOUSLY_IMAGE_MAX_BYTES
+    if len(data) > limit:
+        raise ImageRefused(f"image too large ({len(data)} bytes, limit {limit})", status=413)
+    if not data:
+        raise ImageRefused("empty file")
+    try:
+        with Image.open(io.BytesIO(data)) as probe:
+            fmt = probe.format
+            width, height = probe.size
+            if width * height > MAX_PIXELS:
+                raise ImageRefused(f"image too large ({width}×{height} pixels)", status=413)
+            probe.verify()  # structure check; a truncated or forged file fails here
+        with Image.open(io.BytesIO(data)) as full:
+            full.load()  # verify() does not decode the pixels; this does
+    except ImageRefused:
+        raise
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError, Image.DecompressionBombError):
+        raise ImageRefused("not an image (JPEG, PNG, GIF or WebP by content)") from None
+    if fmt not in FORMATS:
+        raise ImageRefused(f"unsupported image format {fmt}; send JPEG, PNG, GIF or WebP")
+    content_type, ext = FORMATS[fmt]
+    return CheckedImage(
+        data=data,
+        content_type=content_type,
+        ext=ext,
+        width=width,
+        height=height,
+        sha256=hashlib.sha256(data).hexdigest(),
+        name=_clean_name(name),
+    )
+
+
+def _clean_name(name: str) -> str:
+    name = (name or "").replace("\\", "/").rsplit("/", 1)[-1]
+    return "".join(c for c in name if c.isprintable())[:NAME_MAX] or "image"
+
+
+def make_thumbnail(data: bytes) -> bytes:
+    """A JPEG no larger than THUMB_SIZE (first frame of an animation; transparency on white)."""
+    with Image.open(io.BytesIO(data)) as image:
+        image.seek(0)
+        image.thumbnail(THUMB_SIZE)
+        if image.mode in ("RGBA", "LA", "P"):
+            image = image.convert("RGBA")
+            background = Image.new("RGB", image.size, (255, 255, 255))
+            background.paste(image, mask=image.getchannel("A"))
+            image = background
+        elif image.mode != "RGB":
+            image = image.convert("RGB")
+        out = io.BytesIO()
+        image.save(out, "JPEG", quality=82, optimize=True)
+    return out.getvalue()
+
+
+def store_image_message(
+    *,
+    profile: Profile,
+    mid: str,
+    data: bytes,
+    name: str = "",
+    caption: str = "",
+    tz: str | None = None,
+    local_time: str | None = None,
+) -> Archived:
+    """Check, store (file + thumbnail) and archive a user's image message, idempotently by mid.
+
+    A resend of a stored mid with the same caption returns the stored message and writes no
+    file; a different caption is a MidConflict (A2). Files written for a write that did not
+    happen are removed again."""
+    checked = check_image(data, name=name)
+    existing = Message.objects.filter(profile=profile, mid=mid).first()
+    if existing is not None:
+        if existing.content != caption:
+            raise MidConflict(mid)
+        return Archived(message=existing, created=False)
+    base = f"images/{profile.pk}/{mid}"
+    path = default_storage.save(f"{base}.{checked.ext}", ContentFile(checked.data))
+    written = [path]
+    try:
+        thumb = default_storage.save(f"{base}.thumb.jpg", ContentFile(make_thumbnail(checked.data)))
+        written.append(thumb)
+        attachment = {
+            "path": path,
+            "thumb": thumb,
+            "content_type": checked.content_type,
+            "size": len(checked.data),
+            "width": checked.width,
+            "height": checked.height,
+            "sha256": checked.sha256,
+            "name": checked.name,
+        }
+        archived = archive_message(
+            profile=profile, mid=mid, speaker=Message.Speaker.USER, content=caption,
+            message_type=Message.Type.IMAGE, attachment=attachment, tz=tz, local_time=local_time,
+        )
+    except BaseException:
+        _remove(written)
+        raise
+    if not archived.created:  # a concurrent upload of the same mid won; keep its files
+        _remove([p for p in written if p not in _paths(archived.message)])
+    return archived
+
+
+def _paths(message: Message) -> list[str]:
+    # Only files under the profile's own folder: an imported record naming another path (a
+    # crafted or foreign dump) can neither serve nor delete someone else's file.
+    attachment = message.attachment if isinstance(message.attachment, dict) else {}
+    prefix = f"images/{message.profile_id}/"
+    return [
+        p for p in (attachment.get("path"), attachment.get("thumb"))
+        if isinstance(p, str) and p.startswith(prefix) and ".." not in p
+    ]
+
+
+def attachment_paths(message: Message) -> list[str]:
+    """The stored files of a message (file, thumbnail); empty for legacy or text lines."""
+    return _paths(message)
+
+
+def stored_path(message: Message, *, thumb: bool = False) -> str | None:
+    """The storage path of the image (or its thumbnail), when it is this profile's file."""
+    attachment = message.attachment if isinstance(message.attachment, dict) else {}
+    path = attachment.get("thumb" if thumb else "path")
+    return path if path in _paths(message) else None
+
+
+def _remove(paths: list[str]) -> None:
+    for path in paths:
+        try:
+            default_storage.delete(path)
+        except OSError:
+            log.warning("could not remove %s", path)
+
+
+def has_file(message: Message) -> bool:
+    """True when the image's file was stored here (legacy image records have none)."""
+    return stored_path(message) is not None
+
+
+def image_label(message: Message) -> str:
+    """The short text stand-in for models without image input: `[image: <caption or name>]`."""
+    attachment = message.attachment if isinstance(message.attachment, dict) else {}
+    return f"[image: {message.content.strip() or attachment.get('name') or 'image'}]"
+
+
+def data_url(message: Message) -> str | None:
+    """The image as a `data:` URL for a model request, or None when the file is absent."""
+    if not has_file(message):
+        return None
+    attachment = message.attachment
+    try:
+        with default_storage.open(stored_path(message), "rb") as f:
+            data = f.read()
+    except OSError:
+        log.warning("image file %s of %s is missing", attachment["path"], message.mid)
+        return None
+    content_type = attachment.get("content_type") or "image/jpeg"
+    return f"data:{content_type};base64,{base64.b64encode(data).decode('ascii')}"
