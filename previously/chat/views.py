@@ -58,7 +58,6 @@ def chat(request):
     page, older_than = archive_page(profile, before=request.GET.get("before") or None)
     context = {
         "profile": profile,
-        "profiles": Profile.objects.for_user(request.user).order_by("key"),
         "page": page,
         "older_than": older_than,
         "lang": profile.language,
