@@ -20,6 +20,7 @@ OPEN, CLOSE = "<<<", ">>>"
 # with how many brackets each one reads as ("≫" looks like two, "⋙" like three).
 _LEFT = {c: 1 for c in "<＜﹤〈《⟨‹«❮❬⟪〈˂ᐸ"} | {"≪": 2, "⋘": 3}
 _RIGHT = {c: 1 for c in ">＞﹥〉》⟩›»❯❭⟫〉˃ᐳ"} | {"≫": 2, "⋙": 3}
+_BRACKETS = frozenset(_LEFT) | frozenset(_RIGHT)
 _SPELT = {"≪": "< <", "≫": "> >", "⋘": "< < <", "⋙": "> > >"}
 PREFIX_CACHE_SIZE = 512
 _prefix_cache: OrderedDict[tuple, str] = OrderedDict()
@@ -38,6 +39,8 @@ def _mark(ch: str) -> bool:
 def neutralise(text: str) -> str:
     """User-supplied text made safe inside <<< >>>: no run of three angle brackets survives,
     however it is spelt (look-alikes, invisible characters or combining marks between them)."""
+    if _BRACKETS.isdisjoint(text):
+        return text  # no bracket of any kind: nothing can form a run (the common case, fast)
     out: list[str] = []
     run: list[str] = []
 
