@@ -140,6 +140,13 @@ def legacy_turn(profile: Profile, question: str, mid: str) -> None:
     prompt_stand_in(legacy_recall(profile, question))
 
 
+def _reply(profile: Profile, n: int, gen) -> None:
+    """The companion's answer, archived after the timed part (it comes after the model call), so
+    the conversation alternates speakers as a real one does."""
+    archive_message(profile=profile, mid=f"a_{1_700_000_000_000 + n}_bench", speaker="assistant",
+                    content=gen.question())
+
+
 def _percentile(values: list[float], p: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
@@ -166,6 +173,7 @@ def run(*, sizes: list[int], turns: int, rounds: int, english: list[str], questi
                 with CaptureQueriesContext(connection) as ctx:
                     turn(profile, gen.question(), f"c_{counter:016x}")
                 queries.append(len(ctx.captured_queries))
+                _reply(profile, counter, gen)
             row[name] = {"queries_per_turn": sorted(set(queries)), "p50_per_round": [], "p99_per_round": []}
         for _ in range(rounds):
             for name, turn in algorithms.items():
@@ -176,6 +184,7 @@ def run(*, sizes: list[int], turns: int, rounds: int, english: list[str], questi
                     began = time.perf_counter()
                     turn(profile, question, f"c_{counter:016x}")
                     timings.append((time.perf_counter() - began) * 1000)
+                    _reply(profile, counter, gen)
                 row[name]["p50_per_round"].append(round(statistics.median(timings), 3))
                 row[name]["p99_per_round"].append(round(_percentile(timings, 99), 3))
         for name in algorithms:

@@ -20,7 +20,9 @@ from memory.recall.budget import approx_tokens
 from memory.recall.rank import rank_messages
 from memory.recall.tokenize import tokenize
 
-SEARCH_LIMIT = 40  # ranked lines fetched per turn; bounded whatever the archive size (O2)
+SEARCH_LIMIT = 20  # ranked lines fetched per turn (more than the budget holds); bounded (O2)
+# Columns a recalled line never needs in a prompt: not loaded (JSON decoding is per row).
+UNUSED_COLUMNS = ("raw_content", "attachment", "legacy_extra", "legacy_key", "source_id", "sync_status")
 WINDOW_LIMIT = 20  # messages fetched from an asked-for day
 CURATED_SCAN_LIMIT = 2000  # newest live highlights/experiences scored in Python (v1)
 TOP_HIGHLIGHTS, TOP_ACTIVE, TOP_CANDIDATES = 3, 3, 2  # SPEC R3
@@ -118,9 +120,10 @@ def _rank_messages(profile, query, now, hint, exclude) -> list[Message]:
         profile_id=profile.pk, query=query, limit=SEARCH_LIMIT + len(exclude), now=now, speaker_names=names
     )
     score = {h.message_id: h.score for h in hits}
-    live = Message.objects.for_profile(profile).live().exclude(message_type=Message.Type.SYSTEM)
+    live = Message.objects.for_profile(profile).live().exclude(message_type=Message.Type.SYSTEM).defer(*UNUSED_COLUMNS)
+    wanted = [pk for pk in score if pk not in exclude]
     # No ORDER BY: with one, SQLite may walk the (profile, created_at) index over the whole archive.
-    found = {m.pk: m for m in live.filter(pk__in=list(score)).exclude(pk__in=exclude).order_by()} if score else {}
+    found = {m.pk: m for m in live.filter(pk__in=wanted).order_by()} if wanted else {}
     by_relevance = sorted(
         found.values(), key=lambda m: (-round(score[m.pk], 9), -m.created_at.timestamp(), -m.pk)
     )

@@ -145,7 +145,8 @@ def prepare(
 ) -> Prepared:
     """Recall and the provider request for a reply to `user_message` (constant queries, O2)."""
     profile = Profile.objects.get(pk=profile.pk)  # persona/language may have changed
-    slice_ = Slice.objects.get(pk=user_message.slice_id)
+    # The archive write hands back its message with the slice attached: no query then.
+    slice_ = user_message.slice
     clock = local_clock(now or timezone.now(), user_message.tz or None, local_time)
     recent = list(
         Message.objects.live()
