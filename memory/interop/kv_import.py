@@ -689,11 +689,7 @@ def _plan_messages(by_family, plan_for, report: Report, contents: dict) -> None:
                 twin[4] += 1
                 _ts, mrec, tombstoned, mid, _n = twin
                 if tombstoned:
-                    frag.disposition = LegacyFragment.Disposition.SUPPRESSED
-                    frag.content = ""  # deleted words stay deleted; the key and fingerprint remain
-                    p.fragments.append((frag, None))
-                    fingerprints[fp] = None
-                    report.add(fam, "tombstoned")
+                    _suppress(p, frag, fp, fingerprints, report, fam)
                     continue
                 frag.disposition = LegacyFragment.Disposition.MERGED
                 p.fragments.append((frag, mid))
@@ -710,19 +706,11 @@ def _plan_messages(by_family, plan_for, report: Report, contents: dict) -> None:
             # Rule 4 (P0-2): a fragment left behind by a hard delete.
             chash = content_hash(pkey, cleaned)
             if any(abs(c["ts"] - t) <= MATCH_WINDOW_MS for t in ex.msg_tombs.get(chash, ())):
-                frag.disposition = LegacyFragment.Disposition.SUPPRESSED
-                frag.content = ""
-                p.fragments.append((frag, None))
-                fingerprints[fp] = None
-                report.add(fam, "tombstoned")
+                _suppress(p, frag, fp, fingerprints, report, fam)
                 continue
             mid = fragment_mid(rec.key, c["role"], c["ts"])
             if ("msg", mid) in ex.tombs:
-                frag.disposition = LegacyFragment.Disposition.SUPPRESSED
-                frag.content = ""
-                p.fragments.append((frag, None))
-                fingerprints[fp] = None
-                report.add(fam, "tombstoned")
+                _suppress(p, frag, fp, fingerprints, report, fam)
                 continue
             frag.disposition = LegacyFragment.Disposition.OWN
             p.fragments.append((frag, mid))
@@ -910,6 +898,16 @@ def _plan_relations(by_family, plan_for, report: Report, contents: dict) -> None
 
 
 # --------------------------------------------------------------------------- write
+
+
+def _suppress(p, frag: LegacyFragment, fp: str, fingerprints: dict, report, fam: str) -> None:
+    """A fragment of a tombstoned line: its words are blanked so deleted stays deleted; the key
+    and fingerprint remain, so a re-import recognises it (LEGACY_KV rule 4)."""
+    frag.disposition = LegacyFragment.Disposition.SUPPRESSED
+    frag.content = ""
+    p.fragments.append((frag, None))
+    fingerprints[fp] = None
+    report.add(fam, "tombstoned")
 
 
 def _index_imported(messages: list[Message]) -> None:
