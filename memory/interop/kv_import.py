@@ -813,12 +813,17 @@ def _plan_highlights(by_family, plan_for, report: Report, contents: dict) -> Non
         )
         p.highlights.append((hl, mid if content is not None else None))
         p.existing.hids[rec.rid] = None
-        report.add("hl", "created")
-        if hl.deleted_at:
-            report.add("hl", "soft_deleted")
-        if flagged:
-            report.add("hl", "flagged")
-            report.note(f"flagged {rec.key}: {flagged}")
+        _count_created(report, "hl", rec.key, deleted=hl.deleted_at, flagged=flagged)
+
+
+def _count_created(report: Report, fam: str, key: str, *, deleted, flagged: str) -> None:
+    """A planned record in the final table: created, and soft-deleted or flagged when it is."""
+    report.add(fam, "created")
+    if deleted:
+        report.add(fam, "soft_deleted")
+    if flagged:
+        report.add(fam, "flagged")
+        report.note(f"flagged {key}: {flagged}")
 
 
 def _plan_experiences(by_family, plan_for, report: Report) -> None:
@@ -855,12 +860,7 @@ def _plan_experiences(by_family, plan_for, report: Report) -> None:
         )
         p.experiences.append((exp, mids))
         p.existing.eids[rec.rid] = None
-        report.add("exp", "created")
-        if exp.deleted_at:
-            report.add("exp", "soft_deleted")
-        if flagged:
-            report.add("exp", "flagged")
-            report.note(f"flagged {rec.key}: {flagged}")
+        _count_created(report, "exp", rec.key, deleted=exp.deleted_at, flagged=flagged)
 
 
 def _plan_relations(by_family, plan_for, report: Report, contents: dict) -> None:
@@ -889,12 +889,7 @@ def _plan_relations(by_family, plan_for, report: Report, contents: dict) -> None
             legacy_extra=rec.extra,
         )
         p.relations.append(rel)
-        report.add("rel", "created")
-        if rel.deleted_at:
-            report.add("rel", "soft_deleted")
-        if flagged:
-            report.add("rel", "flagged")
-            report.note(f"flagged {rec.key}: {flagged}")
+        _count_created(report, "rel", rec.key, deleted=rel.deleted_at, flagged=flagged)
 
 
 # --------------------------------------------------------------------------- write
