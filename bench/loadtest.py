@@ -2,11 +2,16 @@
 loopback, with a local OpenAI-compatible server streaming the replies.
 
 One user logs in through the real login form and chats on N profiles at once (one socket
-each, T turns each). Reported per scenario: the first-token delay the app adds (time from
-sending the frame to the first token frame, minus the model server's own first-token delay),
-p50/p99; messages lost or duplicated (the archive compared to what was sent); errors.
+each, T turns each). Each chat is paced like a person: the sockets open over a ramp of a few
+seconds, and after a reply ends the person reads and types for a random think time before the
+next message (`--think 5-15` seconds by default); `--think 0` is a burst instead — all N send at
+once, back to back — which measures capacity, not the delay a person sees.
+Reported per scenario: the first-token delay the app adds (time from sending the frame to the
+first token frame, minus the model server's own first-token delay), p50/p99; messages lost or
+duplicated (the archive compared to what was sent); errors.
 Scenarios: one process (SQLite, in-process layer); two processes + Redis + PostgreSQL + a
-task worker; and each again with card evolutions running meanwhile.
+task worker; and each again with card evolutions running meanwhile. The app runs with its
+production settings (DJANGO_DEBUG=0), over plain http on loopback.
 Bounded: fixed N and T, and every wait has a timeout. Results: bench/results/loadtest.json.
 """
 
@@ -14,12 +19,14 @@ import argparse
 import asyncio
 import json
 import os
+import random
 import statistics
 import sys
 import tempfile
 import threading
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -118,11 +125,27 @@ print(json.dumps({{"user_mids": [m for (k, m) in users], "dups": sum(c - 1 for c
 """
 
 
-async def chat(url: str, headers: dict, key: str, turns: int, out: dict) -> None:
+@dataclass(frozen=True)
+class Pace:
+    """How a simulated person chats: sockets open spread over `ramp` seconds; between a reply's
+    end and the next message, a think time drawn from [think_min, think_max] (0: no pause)."""
+
+    ramp: float = 0.0
+    think_min: float = 0.0
+    think_max: float = 0.0
+
+    def think(self, rng: random.Random) -> float:
+        return rng.uniform(self.think_min, self.think_max)
+
+
+async def chat(url: str, headers: dict, key: str, turns: int, out: dict, pace: Pace = Pace(), rng=None) -> None:
     import websockets
 
+    rng = rng or random.Random(key)
+    await asyncio.sleep(rng.uniform(0, pace.ramp))
     async with websockets.connect(url, additional_headers=headers, open_timeout=60, max_size=None) as ws:
         for t in range(turns):
+            await asyncio.sleep(pace.think(rng))
             mid = "c_" + uuid.uuid4().hex[:16]
             out["sent"].append(mid)
             start = time.perf_counter()
@@ -139,18 +162,19 @@ async def chat(url: str, headers: dict, key: str, turns: int, out: dict) -> None
                         break
             if first is not None:
                 out["ttft"].append(first)
+                out["samples"].append((t, start - out["t0"], first))
 
 
-async def drive(stack: Stack, n: int, turns: int, evolutions: int) -> dict:
+async def drive(stack: Stack, n: int, turns: int, evolutions: int, pace: Pace) -> dict:
     bases = [f"http://127.0.0.1:{p}" for p in stack.ports]
     client = WebClient(bases[0])
     await asyncio.to_thread(client.login, "load", "pw-load-12345")
     await asyncio.to_thread(client.get, "/")
-    out = {"sent": [], "ttft": [], "errors": []}
+    out = {"sent": [], "ttft": [], "errors": [], "samples": [], "t0": time.perf_counter()}
     if evolutions:
         # Earlier conversations on some profiles, then "new conversation": their evolution runs
         # (each ~12 slow model calls) are under way while the measured chats run.
-        warm = {"sent": [], "ttft": [], "errors": []}
+        warm = {"sent": [], "ttft": [], "errors": [], "samples": [], "t0": time.perf_counter()}
         await asyncio.gather(*(chat(*client.ws_args(f"p{k}", bases[k % len(bases)]), f"p{k}", 1, warm)
                                for k in range(evolutions)))
         for k in range(evolutions):
@@ -159,7 +183,7 @@ async def drive(stack: Stack, n: int, turns: int, evolutions: int) -> dict:
         out["sent"].extend(warm["sent"])
     started = time.perf_counter()
     results = await asyncio.gather(
-        *(chat(*client.ws_args(f"p{k}", bases[k % len(bases)]), f"p{k}", turns, out) for k in range(n)),
+        *(chat(*client.ws_args(f"p{k}", bases[k % len(bases)]), f"p{k}", turns, out, pace) for k in range(n)),
         return_exceptions=True,
     )
     out["errors"].extend(f"{type(r).__name__}: {r}" for r in results if isinstance(r, BaseException))
@@ -168,16 +192,21 @@ async def drive(stack: Stack, n: int, turns: int, evolutions: int) -> dict:
 
 
 def scenario(name: str, *, n: int, turns: int, processes: int, database_url: str = "", redis_url: str = "",
-             tasks: str = "thread", evolutions: int = 0) -> dict:
+             tasks: str = "thread", evolutions: int = 0, pace: Pace = Pace(), log_dir: str = "") -> dict:
     model = ModelServer()
     with tempfile.TemporaryDirectory(prefix="loadtest-") as var:
+        if log_dir:
+            Path(log_dir, name).mkdir(parents=True, exist_ok=True)
         stack = Stack(processes=processes, database_url=database_url, redis_url=redis_url, tasks=tasks, var_dir=var,
+                      log_dir=str(Path(log_dir, name)) if log_dir else None,
                       env={"PREVIOUSLY_LLM_BASE_URL": model.base_url, "PREVIOUSLY_LLM_MODEL": "m",
-                           "PREVIOUSLY_TURN_ANALYZER_MODEL": "0", "PREVIOUSLY_LOG_LEVEL": "WARNING"})
+                           "PREVIOUSLY_TURN_ANALYZER_MODEL": "0", "PREVIOUSLY_LOG_LEVEL": "WARNING",
+                           # production settings, but plain http: loopback has no TLS proxy
+                           "DJANGO_DEBUG": "0", "DJANGO_SECURE_SSL_REDIRECT": "0", "DJANGO_SECURE_COOKIES": "0"})
         stack.manage("migrate", "--noinput")
         stack.manage("shell", "-c", SETUP.format(n=max(n, evolutions)))
         with stack:
-            out = asyncio.run(drive(stack, n, turns, evolutions))
+            out = asyncio.run(drive(stack, n, turns, evolutions, pace))
             time.sleep(1.0)
             counted = json.loads(stack.manage("shell", "-c", COUNT.format()).strip().splitlines()[-1])
             runs = stack.manage("shell", "-c", "from collections import Counter; from memory.models import "
@@ -192,6 +221,7 @@ def scenario(name: str, *, n: int, turns: int, processes: int, database_url: str
 
     return {
         "scenario": name, "n": n, "turns_each": turns, "processes": processes,
+        "ramp_s": pace.ramp, "think_s": [pace.think_min, pace.think_max],
         "database": "postgresql" if database_url else "sqlite", "channel_layer": "redis" if redis_url else "in-memory",
         "evolutions": evolutions, "evolution_runs": runs,
         "turns_measured": len(added), "added_first_token_ms_p50": round(statistics.median(added), 1) if added else None,
@@ -200,6 +230,7 @@ def scenario(name: str, *, n: int, turns: int, processes: int, database_url: str
         "sent": len(out["sent"]), "lost": len(lost), "duplicated": counted["dups"],
         "replies_archived": counted["replies"], "errors": len(out["errors"]), "error_samples": out["errors"][:5],
         "wall_s": round(out["wall"], 1),
+        "samples": [(t, round(at, 3), round(first * 1000, 1)) for t, at, first in sorted(out["samples"], key=lambda x: x[1])],
     }
 
 
@@ -207,11 +238,18 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.loadtest", description=__doc__)
     parser.add_argument("--n", type=int, default=200, help="concurrent chats (default 200)")
     parser.add_argument("--turns", type=int, default=3, help="messages per chat (default 3)")
+    parser.add_argument("--think", default="5-15",
+                        help="seconds a person reads and types between a reply and the next message, "
+                             "MIN-MAX (default 5-15); 0 sends back to back (a burst: capacity)")
+    parser.add_argument("--ramp", type=float, default=10.0, help="seconds over which the sockets open (default 10)")
     parser.add_argument("--evolutions", type=int, default=10, help="evolution runs under way in the 'with evolution' scenarios")
     parser.add_argument("--database-url", default=os.environ.get("LOADTEST_DATABASE_URL", "postgres://postgres@127.0.0.1:5432"))
     parser.add_argument("--redis-url", default=os.environ.get("LOADTEST_REDIS_URL", "redis://127.0.0.1:6379/14"))
+    parser.add_argument("--log-dir", default="", help="keep each process's log here (default: thrown away)")
     parser.add_argument("--only", default="", help="comma-separated scenario names")
     args = parser.parse_args(argv)
+    low, _, high = args.think.partition("-")
+    pace = Pace(ramp=args.ramp, think_min=float(low), think_max=float(high or low))
     rows = []
     wanted = set(filter(None, args.only.split(",")))
 
@@ -241,8 +279,8 @@ def main(argv=None) -> int:
         pg = plan.pop("pg", False)
         db = pg_db() if pg else ""
         try:
-            print(f"== {name}: N={args.n} × {args.turns} turns", flush=True)
-            rows.append(scenario(name, n=args.n, turns=args.turns,
+            print(f"== {name}: N={args.n} × {args.turns} turns, think {args.think} s", flush=True)
+            rows.append(scenario(name, n=args.n, turns=args.turns, pace=pace, log_dir=args.log_dir,
                                  database_url=f"{args.database_url}/{db}" if db else "",
                                  redis_url=args.redis_url if pg else "", **plan))
         finally:

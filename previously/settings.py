@@ -142,9 +142,14 @@ PREVIOUSLY_MAX_IMPORT_BYTES = env_int("PREVIOUSLY_MAX_IMPORT_BYTES", 200 * 1024 
 
 # --- Database -------------------------------------------------------------
 SQLITE_PATH = VAR_DIR / "previously.sqlite3"
+# Connections persist (per thread) instead of one per database call: under load, opening a
+# connection and closing it again — for SQLite the last close checkpoints the WAL — was a third
+# of all the server's database time (BENCH §4). Health checks drop a connection that died.
 DATABASES = {
     "default": dj_database_url.parse(
-        os.environ.get("DATABASE_URL") or f"sqlite:///{SQLITE_PATH}", conn_max_age=0
+        os.environ.get("DATABASE_URL") or f"sqlite:///{SQLITE_PATH}",
+        conn_max_age=env_int("DJANGO_CONN_MAX_AGE", 600),
+        conn_health_checks=True,
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
@@ -160,13 +165,21 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Channels -------------------------------------------------------------
 REDIS_URL = os.environ.get("REDIS_URL", "")
-if REDIS_URL:
-    CHANNEL_LAYERS = {
-        "default": {
-            "BACKEND": "channels_redis.core.RedisChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL]},
-        }
+
+
+def redis_channel_layer(url: str) -> dict:
+    """The Redis channel layer on `url`. redis-py 8 reads with a 5 s socket timeout by default,
+    as long as channels_redis's blocking pop (BZPOPMIN, 5 s): an idle page's receive then fails
+    and Daphne drops its websocket with 1011. Reads wait past the pop's own timeout instead; a
+    Redis that stops answering is still noticed, after 15 s."""
+    return {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {"hosts": [{"address": url, "socket_timeout": 15}]},
     }
+
+
+if REDIS_URL:
+    CHANNEL_LAYERS = {"default": redis_channel_layer(REDIS_URL)}
 else:
     CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 

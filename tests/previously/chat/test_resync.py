@@ -13,6 +13,7 @@ from channels.testing import WebsocketCommunicator
 from memory.archive import archive_message
 from previously.chat.consumers import group_name
 from previously.routing import websocket_urlpatterns
+from previously.settings import redis_channel_layer
 from tests.previously.chat.conftest import new_mid
 from tests.services import RedisServer
 
@@ -54,9 +55,7 @@ async def test_resync_with_an_unknown_or_foreign_mid_sends_nothing(connect, user
 def redis_layer(settings):
     """The channel layer on a redis-server of this test's own (restartable)."""
     server = RedisServer().start()
-    settings.CHANNEL_LAYERS = {
-        "default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {"hosts": [server.url]}}
-    }
+    settings.CHANNEL_LAYERS = {"default": redis_channel_layer(server.url)}
     channel_layers.backends.clear()
     yield server
     server.stop()
@@ -88,3 +87,16 @@ async def test_a_redis_restart_loses_and_duplicates_nothing_after_reconnect(redi
     assert [new_mid(2) in f for f in got] == [True, False] and new_mid(3) in got[1]
     await get_channel_layer().group_send(group_name(profile), {"type": "page.event", "html": "<p>event 2</p>"})
     assert "event 2" in await again.ws.receive_from(timeout=5)
+
+
+async def test_an_idle_page_on_the_redis_layer_stays_connected(redis_layer, user, profile):
+    """Nothing to receive for longer than the layer's blocking pop (5 s) is normal for a page
+    open on a quiet chat: the socket stays up and the next page event arrives (was a 1011 close
+    with redis-py 8's default 5 s read timeout, BENCH §4)."""
+    page = WebsocketCommunicator(URLRouter(websocket_urlpatterns), "/ws/chat/owner/")
+    page.scope["user"] = user
+    assert (await page.connect())[0]
+    assert await page.receive_nothing(timeout=7)  # no close frame, no error
+    await get_channel_layer().group_send(group_name(profile), {"type": "page.event", "html": "<p>still here</p>"})
+    assert "still here" in await page.receive_from(timeout=5)
+    await page.disconnect()
