@@ -162,6 +162,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     }
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-previously.sqlite3")}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+# Threads per process for the chat's database calls on PostgreSQL (previously/chat/db.py);
+# each keeps one connection, so processes × threads must stay below max_connections.
+PREVIOUSLY_DB_THREADS = env_int("PREVIOUSLY_DB_THREADS", 4)
 
 # --- Channels -------------------------------------------------------------
 REDIS_URL = os.environ.get("REDIS_URL", "")

@@ -13,6 +13,22 @@ def profile(user):
     return ProfileFactory(user=user, key="owner")
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _no_connections_left_open(django_db_setup):
+    """The test database is dropped at the end, which PostgreSQL refuses while a connection is
+    open: connections close after each call here, as Django's test runner expects, not kept
+    per thread as in production (DJANGO_CONN_MAX_AGE); and the chat's database threads
+    (PostgreSQL, previously/chat/db.py), whose closing Channels' test communicator skips on
+    purpose, close theirs at the end."""
+    from django.db import connections
+
+    connections.settings["default"]["CONN_MAX_AGE"] = 0
+    yield
+    from previously.chat.db import close_connections
+
+    close_connections()
+
+
 @pytest.fixture(autouse=True)
 def _fast_password_hashing(settings):
     # PBKDF2 costs ~0.3 s a user; tests create many users.
@@ -50,3 +66,5 @@ def _tasks_run_immediately(settings):
     # model answers meant for replies.
     settings.PREVIOUSLY_PROACTIVE_CHECK_SECONDS = 0
     settings.PREVIOUSLY_PROACTIVE_RETURN_HOURS = 0
+
+

@@ -10,11 +10,11 @@ import asyncio
 import json
 import logging
 
-from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 
 from memory.models import Profile
 from previously.chat import turn
+from previously.chat.db import db_call
 
 log = logging.getLogger(__name__)
 TURN_DRAIN_SECONDS = 120
@@ -25,12 +25,12 @@ def group_name(profile: Profile | int) -> str:
     return f"profile-{profile if isinstance(profile, int) else profile.pk}"
 
 
-@database_sync_to_async
+@db_call
 def _owned_profile(user, key: str) -> Profile | None:
     return Profile.objects.for_user(user).filter(key=key).first()
 
 
-@database_sync_to_async
+@db_call
 def _welcome_back_if_away(profile: Profile) -> None:
     """K15: a page opened after a long gap queues a message written first (off this path)."""
     from previously.agent.tasks import welcome_back

@@ -2,7 +2,7 @@
 
 The consumer only parses frames and hands them here with a `send(html)` coroutine;
 every frame sent is a rendered partial of chat.html swapped out-of-band by htmx.
-Database work runs in the small sync helpers below, through database_sync_to_async.
+Database work runs in the small sync helpers below, through `db_call` (previously/chat/db.py).
 """
 
 import logging
@@ -11,7 +11,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from channels.db import database_sync_to_async
 from django.db.models import Q
 from django.template.loader import render_to_string
 from django.utils import timezone
@@ -28,6 +27,7 @@ from previously.agent.analyzer import after_reply
 from previously.agent.briefing import arrival_briefing
 from previously.agent.lifecycle import slice_closed
 from previously.chat import markers, prompt
+from previously.chat.db import db_call
 from previously.llm import ProviderError, get_provider
 
 log = logging.getLogger(__name__)
@@ -97,7 +97,7 @@ def notice(text: str, *, level: str = "error") -> str:
 
 # --- database helpers (sync) -----------------------------------------------------------------
 
-@database_sync_to_async
+@db_call
 def _archive_user(profile: Profile, frame: UserFrame):
     archived = archive_message(
         profile=profile, mid=frame.mid, speaker=Message.Speaker.USER, content=frame.text,
@@ -108,7 +108,7 @@ def _archive_user(profile: Profile, frame: UserFrame):
     return archived
 
 
-@database_sync_to_async
+@db_call
 def _after_reply(profile: Profile, slice_: Slice, user_text: str, reply_text: str) -> None:
     """K10 housekeeping after the reply was delivered; a failure here never touches the chat."""
     try:
@@ -117,7 +117,7 @@ def _after_reply(profile: Profile, slice_: Slice, user_text: str, reply_text: st
         log.exception("turn analyzer failed after a reply in slice %s", slice_.pk)
 
 
-@database_sync_to_async
+@db_call
 def _reply_after(user_message: Message) -> Message | None:
     """The reply that already follows this user message in its slice, if any (resends)."""
     after = (
@@ -131,7 +131,7 @@ def _reply_after(user_message: Message) -> Message | None:
     return after if after is not None and after.speaker == Message.Speaker.ASSISTANT else None
 
 
-@database_sync_to_async
+@db_call
 def _user_message(profile: Profile, mid: str) -> Message | None:
     return (
         Message.objects.for_profile(profile).live()
@@ -262,7 +262,7 @@ async def handle_send(profile: Profile, data: dict, send: Send) -> None:
 RESYNC_MAX = 200  # lines sent back on one (re)connect; the page's "load older" covers the rest
 
 
-@database_sync_to_async
+@db_call
 def _lines_after(profile: Profile, mid: str) -> list[Message]:
     lines = Message.objects.for_profile(profile).live()
     anchor = lines.filter(mid=mid).values("created_at", "id").first() if mid else None
@@ -316,7 +316,7 @@ async def reply_to(profile: Profile, user_message: Message, send: Send, *, local
     lang = profile.language
     umid = user_message.mid
     provider = get_provider()
-    prepared = await database_sync_to_async(prepare)(
+    prepared = await db_call(prepare)(
         profile, user_message, local_time=local_time, images=getattr(provider, "supports_images", False)
     )
     lang = prepared.profile.language
@@ -324,7 +324,7 @@ async def reply_to(profile: Profile, user_message: Message, send: Send, *, local
     cleaner = markers.StreamCleaner()
     error = ""
     if provider.offline:
-        text = await database_sync_to_async(offline_reply)(prepared.profile, user_message, prepared.clock.local)
+        text = await db_call(offline_reply)(prepared.profile, user_message, prepared.clock.local)
         cleaner.feed(text)
         await send(render("token", umid=umid, text=text))
     else:
@@ -349,7 +349,7 @@ async def reply_to(profile: Profile, user_message: Message, send: Send, *, local
     mid = assistant_mid()
     note = ""
     try:
-        reply, _ = await database_sync_to_async(store_reply)(
+        reply, _ = await db_call(store_reply)(
             prepared.profile, user_message, mid=mid, raw=cleaner.raw, content=content, favs=favs,
             status=status, message_type=kind,
         )

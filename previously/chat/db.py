@@ -1,0 +1,45 @@
+"""Database work of the chat socket, run off the event loop (`db_call`).
+
+SQLite takes one writer at a time, and a writer kept waiting sleeps in steps of 1–100 ms:
+its calls queue on Channels' one database thread instead (thread-sensitive, as
+`database_sync_to_async` does by default). A database server (PostgreSQL) answers many
+connections at once, so there the calls of different sockets run side by side on a small
+pool of threads, each with its own persistent connection: one socket's round trips no longer
+wait behind another's (BENCH §4). `PREVIOUSLY_DB_THREADS` sizes the pool.
+"""
+
+from concurrent.futures import ThreadPoolExecutor
+
+from channels.db import database_sync_to_async
+from django.conf import settings
+from django.db import connection, connections
+
+_opened = []  # each pool thread's connection handle, to close them all at the end (tests)
+
+
+def _remember_connection() -> None:
+    _opened.append(connections["default"])
+
+
+# Threads start only when used: on SQLite this pool stays empty.
+_POOL = ThreadPoolExecutor(
+    max_workers=settings.PREVIOUSLY_DB_THREADS, thread_name_prefix="chat-db", initializer=_remember_connection
+)
+
+
+def db_call(func):
+    """`func` as a coroutine function run in a database thread (see the module docstring)."""
+    if connection.vendor == "sqlite":
+        return database_sync_to_async(func)
+    return database_sync_to_async(func, thread_sensitive=False, executor=_POOL)
+
+
+def close_connections() -> None:
+    """Close the connection each pool thread keeps, from outside those threads, while no call is
+    running (a test run about to drop its database). A later call opens a new one."""
+    for handle in _opened:
+        handle.inc_thread_sharing()
+        try:
+            handle.close()
+        finally:
+            handle.dec_thread_sharing()
