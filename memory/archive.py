@@ -55,10 +55,11 @@ def archive_message(
     source_id: str = "",
     new_conversation: bool = False,
 ) -> Archived:
-    """Store one line verbatim, idempotently by mid, in the profile's current slice."""
-    existing = Message.objects.filter(profile=profile, mid=mid).first()
-    if existing is not None:
-        return _same_or_conflict(existing, content)
+    """Store one line verbatim, idempotently by mid, in the profile's current slice.
+
+    No look-up first (BENCH §2): a mid already stored fails the (profile, mid) unique
+    constraint inside the write's transaction, which rolls back whole (slice touch included),
+    and the stored line is answered as the same or a conflict."""
     created_at = created_at or timezone.now()
     clock = local_clock(created_at, tz, local_time)
     for attempt in range(1, LOCKED_RETRIES + 1):
@@ -108,7 +109,7 @@ def _store(
             )
             index_messages([message], new=True)
     except IntegrityError:
-        # A concurrent writer stored the same mid first; answer as if we had seen it.
+        # The mid is already stored (a resend, or a concurrent writer was first).
         existing = Message.objects.filter(profile=profile, mid=mid).first()
         if existing is None:
             raise

@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from memory.archive import MidConflict, archive_message
 from memory.hashing import content_hash
-from memory.models import Message, Slice
+from memory.models import Message, RecallDocument, RecallStats, Slice
 from tests.factories import ProfileFactory
 
 
@@ -39,6 +39,22 @@ def test_same_mid_same_content_returns_the_stored_row_and_writes_nothing_a2(prof
     assert again.created is False
     assert again.message.pk == first.message.pk
     assert Message.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_a_resend_after_the_gap_writes_nothing_not_even_the_slice_a2_s1(profile):
+    """No look-up precedes the write: the unique mid rolls back the slice close the gap began."""
+    t0 = timezone.datetime(2026, 11, 29, 8, 0, tzinfo=timezone.UTC)
+    first = archive(profile, created_at=t0)
+    for content in ("你好 hello 🐱", "something else"):
+        try:
+            again = archive(profile, content=content, created_at=t0 + timedelta(hours=2))
+        except MidConflict:
+            again = None
+        assert again is None or (again.created is False and again.closed_slice is None)
+        assert list(Slice.objects.values_list("pk", "ended_at", "last_message_at")) == [(first.message.slice_id, None, t0)]
+        assert Message.objects.count() == 1
+        assert RecallDocument.objects.count() == 1 and RecallStats.objects.get().n_docs == 1
 
 
 @pytest.mark.django_db
