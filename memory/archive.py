@@ -123,13 +123,21 @@ def _same_or_conflict(existing: Message, content: str) -> Archived:
     return Archived(message=existing, created=False)
 
 
+# The profile's open slice (Slice.objects.for_profile().open(), newest first) and the touch of
+# a warm one, in plain SQL: both run on every archive write, where the ORM's query building
+# cost several times the statements themselves (BENCH §2).
+_OPEN_SLICE_SQL = "SELECT * FROM memory_slice WHERE profile_id = %s AND ended_at IS NULL ORDER BY started_at DESC LIMIT 1"
+_TOUCH_SLICE_SQL = "UPDATE memory_slice SET last_message_at = %s WHERE id = %s"
+
+
 def _slice_for(profile, created_at, clock, new_conversation) -> tuple[Slice, Slice | None]:
     """The open slice if it is still warm, else close it and open a new one (S1)."""
-    current = Slice.objects.for_profile(profile).open().order_by("-started_at").first()
+    current = next(iter(Slice.objects.raw(_OPEN_SLICE_SQL, [profile.pk])), None)
     if current is not None and not new_conversation and created_at - current.last_message_at <= slice_gap():
         if created_at > current.last_message_at:
             current.last_message_at = created_at
-            current.save(update_fields=["last_message_at"])
+            with connection.cursor() as cursor:
+                cursor.execute(_TOUCH_SLICE_SQL, [connection.ops.adapt_datetimefield_value(created_at), current.pk])
         return current, None
     closed = None
     if current is not None:
