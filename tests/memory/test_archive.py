@@ -85,6 +85,18 @@ def test_messages_within_the_gap_share_a_slice_s1(profile):
 
 
 @pytest.mark.django_db
+def test_each_line_moves_the_slice_end_forward_so_the_gap_counts_from_the_last_line_s1(profile):
+    t0 = timezone.datetime(2026, 11, 29, 8, 0, tzinfo=timezone.UTC)
+    a = archive(profile, mid="c_000000000000000a", created_at=t0)
+    archive(profile, mid="c_000000000000000b", created_at=t0 + timedelta(minutes=29))
+    archive(profile, mid="c_000000000000000c", created_at=t0 + timedelta(minutes=10))  # late: no step back
+    assert Slice.objects.get(pk=a.message.slice_id).last_message_at == t0 + timedelta(minutes=29)
+    d = archive(profile, mid="c_000000000000000d", created_at=t0 + timedelta(minutes=58))
+    assert d.message.slice_id == a.message.slice_id and d.closed_slice is None
+    assert Slice.objects.get(pk=a.message.slice_id).last_message_at == t0 + timedelta(minutes=58)
+
+
+@pytest.mark.django_db
 def test_an_idle_gap_closes_the_slice_and_opens_a_new_one_s1(profile):
     t0 = timezone.datetime(2026, 11, 29, 8, 0, tzinfo=timezone.UTC)
     a = archive(profile, mid="c_000000000000000a", created_at=t0)
