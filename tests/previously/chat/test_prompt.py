@@ -6,7 +6,7 @@ import pytest
 
 from memory.archive import archive_message
 from memory.clock import local_clock
-from memory.models import Slice
+from memory.models import Profile, Slice
 from memory.recall.context import Recalled
 from previously.chat import prompt
 from previously.chat.turn import prepare
@@ -163,3 +163,12 @@ def test_recent_turns_leave_out_failed_system_hidden_and_later_lines_and_keep_th
     say(other, 32, "another profile's line", T0 + timedelta(seconds=29))
     messages = prepare(profile, current).messages
     assert [m["content"] for m in messages[1:]] == [f"line {n}" for n in range(3, 15)] + ["now"]
+
+
+def test_a_turn_reads_the_profile_as_stored_now_not_as_the_socket_loaded_it():
+    profile = ProfileFactory(language="en", persona="You are Mo.")
+    Profile.objects.filter(pk=profile.pk).update(language="zh", persona="你是小莫。", name="小莫")
+    prepared = prepare(profile, say(profile, 1, "你好", T0))
+    assert prepared.messages[0]["content"].startswith("# 身份设定\n你是小莫。")
+    assert (prepared.profile.language, prepared.profile.name, prepared.profile.key) == ("zh", "小莫", profile.key)
+    assert (profile.language, profile.persona) == ("en", "You are Mo.")  # the caller's copy is left alone
