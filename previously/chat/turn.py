@@ -5,12 +5,14 @@ every frame sent is a rendered partial of chat.html swapped out-of-band by htmx.
 Database work runs in the small sync helpers below, through `db_call` (previously/chat/db.py).
 """
 
+import copy
 import logging
 import secrets
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.db import connection
 from django.db.models import Q
 from django.template.loader import render_to_string
 from django.utils import timezone
@@ -139,23 +141,50 @@ def _user_message(profile: Profile, mid: str) -> Message | None:
     )
 
 
+# The slice's complete, live, non-system lines up to the user's message, newest first
+# (Message.objects.live().in_slice(), by created_at and id), in plain SQL through
+# Message.objects.raw: half the cost of the same queryset, on every turn (BENCH §2).
+_RECENT_SQL = (
+    "SELECT * FROM memory_message WHERE slice_id = %s AND deleted_at IS NULL AND status = %s"
+    " AND created_at <= %s AND id <> %s AND message_type <> %s ORDER BY created_at DESC, id DESC LIMIT %s"
+)
+
+
+def _recent_turns(user_message: Message) -> list[Message]:
+    """The turns before `user_message` in its slice replayed to the model, oldest first."""
+    params = [
+        user_message.slice_id, Message.Status.COMPLETE,
+        connection.ops.adapt_datetimefield_value(user_message.created_at), user_message.pk,
+        Message.Type.SYSTEM, RECENT_TURNS,
+    ]
+    return list(Message.objects.raw(_RECENT_SQL, params))[::-1]
+
+
+def _reread(profile: Profile) -> Profile:
+    """A copy of `profile` with the fields a prompt reads (name, persona, language) as stored now.
+
+    Plain SQL: one primary-key read, on every turn, where the ORM's query building cost
+    ten times the read itself (BENCH §2)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT name, persona, language FROM memory_profile WHERE id = %s", [profile.pk])
+        row = cursor.fetchone()
+    if row is None:
+        raise Profile.DoesNotExist(f"profile {profile.pk} is gone")
+    fresh = copy.copy(profile)
+    fresh.name, fresh.persona, fresh.language = row
+    return fresh
+
+
 def prepare(
     profile: Profile, user_message: Message, *, local_time: str | None = None, now: datetime | None = None,
     images: bool = False,
 ) -> Prepared:
     """Recall and the provider request for a reply to `user_message` (constant queries, O2)."""
-    profile = Profile.objects.get(pk=profile.pk)  # persona/language may have changed
+    profile = _reread(profile)  # persona/language may have changed
     # The archive write hands back its message with the slice attached: no query then.
     slice_ = user_message.slice
     clock = local_clock(now or timezone.now(), user_message.tz or None, local_time)
-    recent = list(
-        Message.objects.live()
-        .in_slice(slice_)
-        .filter(status=Message.Status.COMPLETE, created_at__lte=user_message.created_at)
-        .exclude(pk=user_message.pk)
-        .exclude(message_type=Message.Type.SYSTEM)
-        .order_by("-created_at", "-id")[:RECENT_TURNS]
-    )[::-1]
+    recent = _recent_turns(user_message)
     recalled = recall(
         profile=profile,
         query=user_message.content or prompt.turn_text(user_message),

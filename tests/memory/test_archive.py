@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from memory.archive import MidConflict, archive_message
 from memory.hashing import content_hash
-from memory.models import Message, Slice
+from memory.models import Message, RecallDocument, RecallStats, Slice
 from tests.factories import ProfileFactory
 
 
@@ -42,6 +42,22 @@ def test_same_mid_same_content_returns_the_stored_row_and_writes_nothing_a2(prof
 
 
 @pytest.mark.django_db
+def test_a_resend_after_the_gap_writes_nothing_not_even_the_slice_a2_s1(profile):
+    """No look-up precedes the write: the unique mid rolls back the slice close the gap began."""
+    t0 = timezone.datetime(2026, 11, 29, 8, 0, tzinfo=timezone.UTC)
+    first = archive(profile, created_at=t0)
+    for content in ("你好 hello 🐱", "something else"):
+        try:
+            again = archive(profile, content=content, created_at=t0 + timedelta(hours=2))
+        except MidConflict:
+            again = None
+        assert again is None or (again.created is False and again.closed_slice is None)
+        assert list(Slice.objects.values_list("pk", "ended_at", "last_message_at")) == [(first.message.slice_id, None, t0)]
+        assert Message.objects.count() == 1
+        assert RecallDocument.objects.count() == 1 and RecallStats.objects.get().n_docs == 1
+
+
+@pytest.mark.django_db
 def test_same_mid_different_content_is_a_conflict_naming_the_mid_a2(profile):
     archive(profile)
     with pytest.raises(MidConflict) as excinfo:
@@ -66,6 +82,18 @@ def test_messages_within_the_gap_share_a_slice_s1(profile):
     b = archive(profile, mid="c_000000000000000b", created_at=t0 + timedelta(minutes=29))
     assert a.message.slice_id == b.message.slice_id
     assert b.closed_slice is None
+
+
+@pytest.mark.django_db
+def test_each_line_moves_the_slice_end_forward_so_the_gap_counts_from_the_last_line_s1(profile):
+    t0 = timezone.datetime(2026, 11, 29, 8, 0, tzinfo=timezone.UTC)
+    a = archive(profile, mid="c_000000000000000a", created_at=t0)
+    archive(profile, mid="c_000000000000000b", created_at=t0 + timedelta(minutes=29))
+    archive(profile, mid="c_000000000000000c", created_at=t0 + timedelta(minutes=10))  # late: no step back
+    assert Slice.objects.get(pk=a.message.slice_id).last_message_at == t0 + timedelta(minutes=29)
+    d = archive(profile, mid="c_000000000000000d", created_at=t0 + timedelta(minutes=58))
+    assert d.message.slice_id == a.message.slice_id and d.closed_slice is None
+    assert Slice.objects.get(pk=a.message.slice_id).last_message_at == t0 + timedelta(minutes=58)
 
 
 @pytest.mark.django_db

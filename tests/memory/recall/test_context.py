@@ -6,9 +6,10 @@ import pytest
 from django.utils import timezone
 
 from memory.archive import archive_message
-from memory.models import Message
+from memory.models import Experience, Highlight, Message
 from memory.recall import recall
 from memory.recall.budget import approx_tokens
+from memory.recall.context import _curated
 from memory.recall.index import remove_messages
 from tests.factories import ExperienceFactory, HighlightFactory, ProfileFactory
 
@@ -120,6 +121,37 @@ def test_highlights_and_experiences_r3():
     assert len(got.active) == 3 and {e.status for e in got.active} == {"active"}
     assert len(got.candidates) == 2 and {e.status for e in got.candidates} == {"candidate"}
     assert not any("rejected" in e.title or "invalid" in e.title for e in got.active + got.candidates)
+
+
+def test_the_curated_lookup_matches_the_querysets_it_stands_for_r3():
+    """recall reads highlights and experiences in plain SQL; it must keep exactly usable()/valid()."""
+    profile = ProfileFactory()
+    other = ProfileFactory(user=profile.user, key="other")
+    line = say(profile, 1, "Mochi the cat", NOW - timedelta(days=3))
+    gone = say(profile, 2, "a hidden line", NOW - timedelta(days=2))
+    for i in range(3):
+        HighlightFactory(message=line, content=f"kept {i}", created_at=NOW - timedelta(hours=i))
+    HighlightFactory(message=line, content="deleted", deleted_at=NOW)
+    HighlightFactory(message=line, content="flagged", flagged="broken ref")
+    HighlightFactory(message=gone, content="of a hidden line")
+    HighlightFactory(message=say(other, 3, "elsewhere", NOW), content="another profile's")
+    Message.objects.filter(pk=gone.pk).update(deleted_at=NOW)
+    for status in ("active", "candidate", "rejected"):
+        ExperienceFactory(profile=profile, title=status, status=status)
+    ExperienceFactory(profile=profile, title="invalid", status="active", invalid_at=NOW)
+    ExperienceFactory(profile=profile, title="deleted", status="active", deleted_at=NOW)
+    ExperienceFactory(profile=profile, title="flagged", status="candidate", flagged="broken")
+    ExperienceFactory(profile=other, title="another profile's", status="active")
+
+    highlights, experiences = _curated(profile.pk)
+    expected_h = Highlight.objects.for_profile(profile).usable().order_by("-created_at")
+    expected_e = Experience.objects.for_profile(profile).valid().filter(status__in=["active", "candidate"])
+    assert [(h.pk, h.mid, h.content) for h in highlights] == [(h.pk, h.mid, h.content) for h in expected_h]
+    assert [h.content for h in highlights] == ["kept 0", "kept 1", "kept 2"]
+    assert sorted((e.pk, e.eid, e.title, e.content, e.status) for e in experiences) == sorted(
+        (e.pk, e.eid, e.title, e.content, e.status) for e in expected_e
+    )
+    assert {e.title for e in experiences} == {"active", "candidate"}
 
 
 def test_everything_is_cut_by_the_token_budget_r4():

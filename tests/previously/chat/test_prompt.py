@@ -6,7 +6,7 @@ import pytest
 
 from memory.archive import archive_message
 from memory.clock import local_clock
-from memory.models import Slice
+from memory.models import Profile, Slice
 from memory.recall.context import Recalled
 from previously.chat import prompt
 from previously.chat.turn import prepare
@@ -142,3 +142,33 @@ def test_recent_turns_of_the_slice_follow_the_system_prompt_then_the_user_messag
     messages = prepare(profile, current).messages
     assert [(m["role"], m["content"]) for m in messages[1:]] == [("user", "first"), ("assistant", "reply one"), ("user", "second")]
     assert "first" not in messages[0]["content"].split("# Memory fragments")[1].split("# Highlights")[0]
+
+
+def test_recent_turns_leave_out_failed_system_hidden_and_later_lines_and_keep_the_newest_twelve():
+    profile = ProfileFactory(language="en")
+    for n in range(1, 15):
+        say(profile, n, f"line {n}", T0 + timedelta(seconds=n))
+    failed = say(profile, 20, "failed reply", T0 + timedelta(seconds=20), speaker="assistant")
+    failed.status = "failed"
+    failed.save(update_fields=["status"])
+    system = say(profile, 21, "offline note", T0 + timedelta(seconds=21), speaker="assistant")
+    system.message_type = "system"
+    system.save(update_fields=["message_type"])
+    hidden = say(profile, 22, "hidden line", T0 + timedelta(seconds=22))
+    hidden.deleted_at = T0
+    hidden.save(update_fields=["deleted_at"])
+    current = say(profile, 30, "now", T0 + timedelta(seconds=30))
+    say(profile, 31, "a later line", T0 + timedelta(seconds=31))
+    other = ProfileFactory(user=profile.user, key="other", language="en")
+    say(other, 32, "another profile's line", T0 + timedelta(seconds=29))
+    messages = prepare(profile, current).messages
+    assert [m["content"] for m in messages[1:]] == [f"line {n}" for n in range(3, 15)] + ["now"]
+
+
+def test_a_turn_reads_the_profile_as_stored_now_not_as_the_socket_loaded_it():
+    profile = ProfileFactory(language="en", persona="You are Mo.")
+    Profile.objects.filter(pk=profile.pk).update(language="zh", persona="你是小莫。", name="小莫")
+    prepared = prepare(profile, say(profile, 1, "你好", T0))
+    assert prepared.messages[0]["content"].startswith("# 身份设定\n你是小莫。")
+    assert (prepared.profile.language, prepared.profile.name, prepared.profile.key) == ("zh", "小莫", profile.key)
+    assert (profile.language, profile.persona) == ("en", "You are Mo.")  # the caller's copy is left alone
