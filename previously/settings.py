@@ -174,10 +174,12 @@ def redis_channel_layer(url: str) -> dict:
     """The Redis channel layer on `url`. redis-py 8 reads with a 5 s socket timeout by default,
     as long as channels_redis's blocking pop (BZPOPMIN, 5 s): an idle page's receive then fails
     and Daphne drops its websocket with 1011. Reads wait past the pop's own timeout instead; a
-    Redis that stops answering is still noticed, after 15 s."""
+    Redis that stops answering is still noticed, after 15 s. A process's pool may open up to
+    1,000 connections (redis-py's default of 100 refused sockets with a 500 when 200 pages
+    connected at once; Redis itself takes 10,000 clients)."""
     return {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [{"address": url, "socket_timeout": 15}]},
+        "CONFIG": {"hosts": [{"address": url, "socket_timeout": 15, "max_connections": 1000}]},
     }
 
 

@@ -1,6 +1,7 @@
 """Reconnect and resync (issue 9): the page asks for the lines after the last one it shows;
 across a Redis restart under the channel layer nothing is lost or duplicated."""
 
+import asyncio
 import contextlib
 import json
 
@@ -100,3 +101,13 @@ async def test_an_idle_page_on_the_redis_layer_stays_connected(redis_layer, user
     await get_channel_layer().group_send(group_name(profile), {"type": "page.event", "html": "<p>still here</p>"})
     assert "still here" in await page.receive_from(timeout=5)
     await page.disconnect()
+
+
+async def test_many_pages_joining_at_once_all_get_a_redis_connection(redis_layer):
+    """200 pages opening at once on one process each join their group concurrently; redis-py's
+    default pool of 100 connections refused the rest (HTTP 500 on the socket, BENCH §4)."""
+    layer = get_channel_layer()
+    channels = [await layer.new_channel() for _ in range(300)]
+    await asyncio.gather(*(layer.group_add(f"profile-{n}", name) for n, name in enumerate(channels)))
+    await layer.group_send("profile-299", {"type": "page.event", "html": "<p>last</p>"})
+    assert (await layer.receive(channels[-1]))["html"] == "<p>last</p>"
