@@ -51,8 +51,9 @@ bench: $(VENV)/.bench-installed
 scale: install
 	scripts/scale_out.sh
 
-# BENCH.md §4: 200 websocket chats, 1 process and 2 processes + Redis + PostgreSQL, with and
-# without evolutions; bench/results/loadtest.json. LOADTEST_ARGS="--n 50" for a quick run.
+# BENCH.md §4: 200 websocket chats paced like people, 1 process and 2 processes + Redis +
+# PostgreSQL, with and without evolutions; bench/results/loadtest.json.
+# LOADTEST_ARGS="--n 50" for a quick run, "--think 0 --ramp 0" for a burst (capacity).
 loadtest: install
 	$(PY) -m bench.loadtest $(LOADTEST_ARGS)
 
