@@ -18,12 +18,12 @@ Bounded: fixed N and T, and every wait has a timeout. Results: bench/results/loa
 import argparse
 import asyncio
 import json
+import multiprocessing
 import os
 import random
 import statistics
 import sys
 import tempfile
-import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -41,67 +41,75 @@ CHUNKS, CHUNK_GAP = 5, 0.02
 
 
 class ModelServer:
-    """An asyncio OpenAI-compatible server on its own thread: streams chat replies; answers
-    the agent's (non-streamed) calls slowly, with a card edit, so evolutions take a while."""
+    """An OpenAI-compatible server in a process of its own (as a real model server is, so its
+    work never waits on the load generator's interpreter): streams chat replies; answers the
+    agent's (non-streamed) calls slowly, with a card edit, so evolutions take a while."""
 
     def __init__(self):
-        self.loop = asyncio.new_event_loop()
-        self.port = 0
-        self.streams = 0
-        self._ready = threading.Event()
-        threading.Thread(target=self._run, daemon=True).start()
-        self._ready.wait(10)
+        context = multiprocessing.get_context("spawn")
+        ours, theirs = context.Pipe()
+        self.process = context.Process(target=_serve, args=(theirs,), daemon=True)
+        self.process.start()
+        if not ours.poll(30):
+            raise RuntimeError("the model server did not start")
+        self.port = ours.recv()
 
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}/v1"
 
-    def _run(self):
-        asyncio.set_event_loop(self.loop)
-        server = self.loop.run_until_complete(asyncio.start_server(self._handle, "127.0.0.1", 0, backlog=1024))
-        self.port = server.sockets[0].getsockname()[1]
-        self._ready.set()
-        self.loop.run_forever()
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.join(10)
 
-    async def _handle(self, reader, writer):
-        try:
-            head = await reader.readuntil(b"\r\n\r\n")
-            length = 0
-            for line in head.decode("latin-1").split("\r\n"):
-                if line.lower().startswith("content-length:"):
-                    length = int(line.split(":", 1)[1])
-            body = json.loads(await reader.readexactly(length) or b"{}")
-            if body.get("stream"):
-                self.streams += 1
-                writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n")
-                await asyncio.sleep(FIRST_TOKEN)
-                for k in range(CHUNKS):
-                    chunk = {"id": "x", "object": "chat.completion.chunk", "created": 0, "model": "m",
-                             "choices": [{"index": 0, "delta": {"content": f"word{k} "}, "finish_reason": None}]}
-                    writer.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
-                    await writer.drain()
-                    await asyncio.sleep(CHUNK_GAP)
-                end = {"id": "x", "object": "chat.completion.chunk", "created": 0, "model": "m",
-                       "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
-                writer.write(b"data: " + json.dumps(end).encode() + b"\n\ndata: [DONE]\n\n")
+
+def _serve(pipe) -> None:
+    async def main():
+        server = await asyncio.start_server(_answer, "127.0.0.1", 0, backlog=1024)
+        pipe.send(server.sockets[0].getsockname()[1])
+        await server.serve_forever()
+
+    asyncio.run(main())
+
+
+async def _answer(reader, writer):
+    try:
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = 0
+        for line in head.decode("latin-1").split("\r\n"):
+            if line.lower().startswith("content-length:"):
+                length = int(line.split(":", 1)[1])
+        body = json.loads(await reader.readexactly(length) or b"{}")
+        if body.get("stream"):
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n")
+            await asyncio.sleep(FIRST_TOKEN)
+            for k in range(CHUNKS):
+                chunk = {"id": "x", "object": "chat.completion.chunk", "created": 0, "model": "m",
+                         "choices": [{"index": 0, "delta": {"content": f"word{k} "}, "finish_reason": None}]}
+                writer.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
+                await writer.drain()
+                await asyncio.sleep(CHUNK_GAP)
+            end = {"id": "x", "object": "chat.completion.chunk", "created": 0, "model": "m",
+                   "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+            writer.write(b"data: " + json.dumps(end).encode() + b"\n\ndata: [DONE]\n\n")
+        else:
+            await asyncio.sleep(0.5)  # a slow agent step
+            if body.get("tools"):
+                message = {"role": "assistant", "content": None, "tool_calls": [{
+                    "id": uuid.uuid4().hex[:8], "type": "function",
+                    "function": {"name": "set_portrait", "arguments": json.dumps({"text": f"Portrait {time.time()}"})}}]}
             else:
-                await asyncio.sleep(0.5)  # a slow agent step
-                if body.get("tools"):
-                    message = {"role": "assistant", "content": None, "tool_calls": [{
-                        "id": uuid.uuid4().hex[:8], "type": "function",
-                        "function": {"name": "set_portrait", "arguments": json.dumps({"text": f"Portrait {time.time()}"})}}]}
-                else:
-                    message = {"role": "assistant", "content": json.dumps({"worth": True, "reason": "load"})}
-                payload = json.dumps({"id": "x", "object": "chat.completion", "created": 0, "model": "m",
-                                      "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
-                                      "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}).encode()
-                writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n"
-                             + f"Content-Length: {len(payload)}\r\n\r\n".encode() + payload)
-            await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        finally:
-            writer.close()
+                message = {"role": "assistant", "content": json.dumps({"worth": True, "reason": "load"})}
+            payload = json.dumps({"id": "x", "object": "chat.completion", "created": 0, "model": "m",
+                                  "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+                                  "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}).encode()
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n"
+                         + f"Content-Length: {len(payload)}\r\n\r\n".encode() + payload)
+        await writer.drain()
+    except (asyncio.IncompleteReadError, ConnectionError):
+        pass
+    finally:
+        writer.close()
 
 
 SETUP = """
@@ -194,24 +202,27 @@ async def drive(stack: Stack, n: int, turns: int, evolutions: int, pace: Pace) -
 def scenario(name: str, *, n: int, turns: int, processes: int, database_url: str = "", redis_url: str = "",
              tasks: str = "thread", evolutions: int = 0, pace: Pace = Pace(), log_dir: str = "") -> dict:
     model = ModelServer()
-    with tempfile.TemporaryDirectory(prefix="loadtest-") as var:
-        if log_dir:
-            Path(log_dir, name).mkdir(parents=True, exist_ok=True)
-        stack = Stack(processes=processes, database_url=database_url, redis_url=redis_url, tasks=tasks, var_dir=var,
-                      log_dir=str(Path(log_dir, name)) if log_dir else None,
-                      env={"PREVIOUSLY_LLM_BASE_URL": model.base_url, "PREVIOUSLY_LLM_MODEL": "m",
-                           "PREVIOUSLY_TURN_ANALYZER_MODEL": "0", "PREVIOUSLY_LOG_LEVEL": "WARNING",
-                           # production settings, but plain http: loopback has no TLS proxy
-                           "DJANGO_DEBUG": "0", "DJANGO_SECURE_SSL_REDIRECT": "0", "DJANGO_SECURE_COOKIES": "0"})
-        stack.manage("migrate", "--noinput")
-        stack.manage("shell", "-c", SETUP.format(n=max(n, evolutions)))
-        with stack:
-            out = asyncio.run(drive(stack, n, turns, evolutions, pace))
-            time.sleep(1.0)
-            counted = json.loads(stack.manage("shell", "-c", COUNT.format()).strip().splitlines()[-1])
-            runs = stack.manage("shell", "-c", "from collections import Counter; from memory.models import "
-                                "EvolutionRun as R; print(dict(Counter(R.objects.values_list('status', flat=True))))")
-            runs = runs.strip().splitlines()[-1]
+    try:
+        with tempfile.TemporaryDirectory(prefix="loadtest-") as var:
+            if log_dir:
+                Path(log_dir, name).mkdir(parents=True, exist_ok=True)
+            stack = Stack(processes=processes, database_url=database_url, redis_url=redis_url, tasks=tasks, var_dir=var,
+                          log_dir=str(Path(log_dir, name)) if log_dir else None,
+                          env={"PREVIOUSLY_LLM_BASE_URL": model.base_url, "PREVIOUSLY_LLM_MODEL": "m",
+                               "PREVIOUSLY_TURN_ANALYZER_MODEL": "0", "PREVIOUSLY_LOG_LEVEL": "WARNING",
+                               # production settings, but plain http: loopback has no TLS proxy
+                               "DJANGO_DEBUG": "0", "DJANGO_SECURE_SSL_REDIRECT": "0", "DJANGO_SECURE_COOKIES": "0"})
+            stack.manage("migrate", "--noinput")
+            stack.manage("shell", "-c", SETUP.format(n=max(n, evolutions)))
+            with stack:
+                out = asyncio.run(drive(stack, n, turns, evolutions, pace))
+                time.sleep(1.0)
+                counted = json.loads(stack.manage("shell", "-c", COUNT.format()).strip().splitlines()[-1])
+                runs = stack.manage("shell", "-c", "from collections import Counter; from memory.models import "
+                                    "EvolutionRun as R; print(dict(Counter(R.objects.values_list('status', flat=True))))")
+                runs = runs.strip().splitlines()[-1]
+    finally:
+        model.stop()
     added = sorted(max(0.0, t - FIRST_TOKEN) * 1000 for t in out["ttft"])
     archived = set(counted["user_mids"])
     lost = [m for m in out["sent"] if m not in archived]
