@@ -66,5 +66,3 @@ def _tasks_run_immediately(settings):
     # model answers meant for replies.
     settings.PREVIOUSLY_PROACTIVE_CHECK_SECONDS = 0
     settings.PREVIOUSLY_PROACTIVE_RETURN_HOURS = 0
-
-
