@@ -5,7 +5,7 @@ from django.contrib.auth.decorators import login_required
 from django.shortcuts import render
 from django.utils import timezone
 
-from memory.cards import live_card
+from memory.card.store import live_card
 from memory.clock import local_clock
 from memory.models import EvolutionRun, Experience, Highlight, Message, Relation, Slice
 from previously.card_views import _card_view

@@ -6,9 +6,8 @@ from django.shortcuts import get_object_or_404, render
 from django.urls import reverse
 from django.utils import timezone
 
-from memory import card as cardlib
-from memory.card import limits
-from memory.cards import live_card
+from memory.card import detect_format, flags, limits, parse
+from memory.card.store import live_card
 from memory.clock import local_clock
 from memory.models import CardSnapshot, EvolutionRun, Message, Profile, Slice
 from memory.models.archive import DEFAULT_PROFILE_KEY
@@ -82,11 +81,11 @@ def _neighbours(profile: Profile, slice_: Slice) -> dict:
 
 def _card_view(profile: Profile, text: str, *, today) -> dict:
     """The card as display sections: items with their ref links, usage and flags."""
-    fmt = cardlib.detect_format(text)
+    fmt = detect_format(text)
     if fmt != "v5":
         return {"format": fmt, "raw": text}
-    card = cardlib.parse(text)
-    flagged = {(f.section, f.index): f for f in cardlib.flags(card, today=today)}
+    card = parse(text)
+    flagged = {(f.section, f.index): f for f in flags(card, today=today)}
 
     def refs(values):
         return [{"ref": r, "url": _slice_url(profile, r)} for r in values]

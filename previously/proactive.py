@@ -23,7 +23,7 @@ from django.template.loader import render_to_string
 from django.utils import timezone
 
 from memory import proactive as rules
-from memory.cards import live_card
+from memory.card.store import live_card
 from memory.clock import local_clock
 from memory.models import Message, ProactiveSend, Profile
 from previously.agent.briefing import briefing_text

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from memory import card as cardlib
-from memory.cards import live_card
+from memory.card import detect_format
+from memory.card.store import live_card
 from memory.models import EvolutionRun, Message, Profile, Slice, SliceLogEntry
 from memory.slices import log as slice_log
 from previously.llm import Provider, ProviderError, get_provider
@@ -209,7 +209,7 @@ def worth_evolving(slice_: Slice, *, provider: Provider | None = None) -> Worth:
 
 def card_needs_migration(profile: Profile) -> bool:
     """A card in an older format forces a run at the next slice close (K10)."""
-    return cardlib.detect_format(live_card(profile).text) == "legacy"
+    return detect_format(live_card(profile).text) == "legacy"
 
 
 _JSON_RE = re.compile(r"\{.*\}", re.DOTALL)

@@ -5,7 +5,7 @@ task body: (slice-close runs) the analyzer's "worth it?" gate, then the loop —
 sees the card with its usage and flags and the slice, proposes tool calls, each goes
 through `memory.card` and its result (accepted, or the refusal text) goes back as the
 tool message — until `finish` or the step limit. The accepted calls are committed in one
-transaction with the slice snapshot (`memory.cards.commit_card`), only on a real change.
+transaction with the slice snapshot (`memory.card.store.commit_card`), only on a real change.
 Nothing touches the live card before that commit, so a run that dies mid-way leaves the
 card as it was and is marked failed.
 """
@@ -18,8 +18,8 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from memory import card as cardlib
-from memory.cards import (
+from memory.card import Card, detect_format, flags, render, usage
+from memory.card.store import (
     commit_card,
     line_diff,
     live_card,
@@ -278,7 +278,7 @@ def _loop(run: EvolutionRun, ctx: tools.Context, provider: Provider) -> int:
     return limit
 
 
-def briefing(run: EvolutionRun, card: cardlib.Card) -> str:
+def briefing(run: EvolutionRun, card: Card) -> str:
     """The run's first user message: trigger, date, card with usage and flags, the slice."""
     profile = run.profile
     tz = run.slice.tz if run.slice else "UTC"
@@ -288,17 +288,17 @@ def briefing(run: EvolutionRun, card: cardlib.Card) -> str:
     note = _note(run)
     if note:
         parts.append(f"Note: {note}")
-    parts.append("Card usage:\n" + cardlib.usage(card))
-    found = cardlib.flags(card, today=today)
+    parts.append("Card usage:\n" + usage(card))
+    found = flags(card, today=today)
     parts.append("Flagged items:\n" + ("\n".join(f"- {f.message}" for f in found) if found else "(none)"))
-    if cardlib.detect_format(stored) == "legacy":
+    if detect_format(stored) == "legacy":
         parts.append(
             "The stored card is in an older format and cannot be edited in place. Rebuild it in "
             "the v5 sections with the tools (you start from an empty card); keep what still "
             "matters, with refs to existing slices. The old card:\n<<<\n" + stored + "\n>>>"
         )
     else:
-        body = cardlib.render(card) if stored.strip() else "(empty card — nothing recorded yet)"
+        body = render(card) if stored.strip() else "(empty card — nothing recorded yet)"
         parts.append("Current card:\n" + body)
     recent = (
         profile.slices.order_by("-started_at").values_list("key", flat=True)[:RECENT_SLICES]

@@ -18,7 +18,7 @@ from django.template.loader import render_to_string
 from django.utils import timezone
 
 from memory.archive import MidConflict, archive_message
-from memory.cards import injected_card_for
+from memory.card.store import injected_card_for
 from memory.clock import LocalClock, local_clock
 from memory.curation import HighlightRefused, add_highlight
 from memory.models import Highlight, Message, Profile, Slice

@@ -28,7 +28,7 @@ from memory.curation import (
     link,
     propose_experience,
 )
-from memory.deletion import HasRefs, MessageNotFound, delete_message
+from memory.deletion import HasRefs, MessageNotFound, delete_message, hide_message, unhide_message
 from memory.models import Experience, ExperienceHistory, Highlight, Message, Profile, Relation
 from memory.models.archive import PROFILE_KEY_RE
 from memory.models.curation import ExperienceStateError
@@ -97,7 +97,7 @@ def hide(request, profile_key, mid):
     """Soft delete (D1 "hide"): out of recall at once, reversible with unhide."""
     profile = _profile(request, profile_key)
     message = _message(profile, mid)
-    message.hide()
+    hide_message(message)
     if request.htmx:
         return trigger_client_event(_actions(request, profile, message, notice="Hidden"), "message-hidden", {"mid": mid})
     flash.success(request, f"Message {mid} hidden.")
@@ -109,7 +109,7 @@ def hide(request, profile_key, mid):
 def unhide(request, profile_key, mid):
     profile = _profile(request, profile_key)
     message = _message(profile, mid)
-    message.unhide()
+    unhide_message(message)
     if request.htmx:
         return trigger_client_event(_actions(request, profile, message, notice="Restored"), "message-unhidden", {"mid": mid})
     flash.success(request, f"Message {mid} restored.")

@@ -4,7 +4,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from memory.cards import commit_card, injected_card_for
+from memory.card.store import commit_card, injected_card_for
 from memory.models import Card, CardSnapshot, SliceLogEntry
 from tests.memory.card.samples import SEED_CARD
 from tests.previously.agent.helpers import make_slice, set_card

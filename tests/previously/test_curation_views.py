@@ -6,6 +6,7 @@ import pytest
 from django.urls import reverse
 
 from memory.curation import add_favourite, link, propose_experience
+from memory.deletion import hide_message
 from memory.models import Experience, Favourite, Highlight, Message, Relation, Tombstone
 from tests.factories import (
     ExperienceFactory,
@@ -79,7 +80,7 @@ def test_hiding_a_message_flags_it_and_offers_unhide(signed_in, profile):
 
 def test_unhiding_a_message_clears_the_flag(signed_in, profile):
     message = MessageFactory(profile=profile)
-    message.hide()
+    hide_message(message)
     signed_in.post(url("unhide", message.mid))
     message.refresh_from_db()
     assert message.deleted_at is None

@@ -241,7 +241,7 @@ async def test_every_websocket_route_refuses_b_with_a_key_p2(world):
 
 
 def _ctx_for_b(world) -> tools.Context:
-    from memory.cards import refs_resolver
+    from memory.card.store import refs_resolver
 
     bob_profile = Profile.objects.get(user=world["bob"], key="owner")
     return tools.Context(profile=bob_profile, card=tools.cardlib.Card(), refs_exist=refs_resolver(bob_profile))

@@ -12,6 +12,7 @@ from django.core.management import call_command
 from django.urls import reverse
 
 from memory import proactive as rules
+from memory.deletion import hard_delete_message
 from memory.models import LegacyMeta, Message, ProactiveSend
 from previously import proactive
 from previously.llm import reset_provider
@@ -205,7 +206,7 @@ def test_a_reminder_sent_while_away_is_on_the_page_at_the_next_visit(owner, offl
 @pytest.mark.django_db
 def test_hard_deleting_a_reminder_keeps_it_counted_and_announced(owner, offline):
     proactive.check_all(now=DUE)
-    Message.objects.get(message_type="proactive").hard_delete()
+    hard_delete_message(Message.objects.get(message_type="proactive"))
     assert proactive.check_all(now=DUE + timedelta(hours=2)) == []
     assert rules.sent_on(owner, DUE.date()) == 1
 

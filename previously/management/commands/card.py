@@ -7,8 +7,8 @@ from pathlib import Path
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
+from memory.card.store import card_at, live_card
 from memory.card.validate import violations
-from memory.cards import card_at, live_card
 from memory.models import EvolutionRun, Profile, Slice
 
 

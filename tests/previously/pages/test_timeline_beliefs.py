@@ -7,6 +7,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+from memory.deletion import hide_message
 from memory.models import CardSnapshot, EvolutionRun, Experience, Slice
 from previously import timeline_views
 from tests.factories import ExperienceFactory, HighlightFactory, ProfileFactory, UserFactory
@@ -37,7 +38,7 @@ def test_the_timeline_groups_slices_by_day_with_counts_and_card_changes(logged_i
 
 def test_hidden_lines_are_not_counted(logged_in, profile):
     s = make_slice(profile, lines=[("user", "one"), ("user", "two")])
-    s.messages.first().hide()
+    hide_message(s.messages.first())
     assert "1 line" in logged_in.get(reverse("timeline")).content.decode()
 
 

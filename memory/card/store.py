@@ -18,7 +18,18 @@ from datetime import datetime
 from django.db import transaction
 from django.utils import timezone
 
-from memory import card as cardlib
+from memory.card import Card as ParsedCard
+from memory.card import (
+    Header,
+    RefsResolver,
+    apply_tool,
+    detect_format,
+    empty_card,
+    parse,
+    render,
+    render_injected,
+    stamp,
+)
 from memory.clock import local_clock
 from memory.models import Card, CardSnapshot, Profile, Slice, SliceLogEntry
 
@@ -29,14 +40,14 @@ def live_card(profile: Profile) -> Card:
     return row
 
 
-def parse_or_empty(text: str) -> cardlib.Card:
+def parse_or_empty(text: str) -> ParsedCard:
     """The parsed card, or an empty one for empty or older-format text (migrated by a run)."""
-    if cardlib.detect_format(text) != "v5":
-        return cardlib.empty_card()
-    return cardlib.parse(text)
+    if detect_format(text) != "v5":
+        return empty_card()
+    return parse(text)
 
 
-def refs_resolver(profile: Profile) -> cardlib.RefsResolver:
+def refs_resolver(profile: Profile) -> RefsResolver:
     """Refs resolve only to slices of this profile (K2)."""
 
     def missing(refs: Sequence[str]) -> set[str]:
@@ -85,27 +96,27 @@ def commit_card(
         card = parse_or_empty(start)
         dropped: list[str] = []
         for name, arguments in mutations:
-            result = cardlib.apply_tool(card, name, arguments, refs_exist=refs_exist)
+            result = apply_tool(card, name, arguments, refs_exist=refs_exist)
             if result.accepted:
                 card = result.card
             else:
                 dropped.append(f"{name}: {result.message}")
         current = parse_or_empty(row.text)
         # K7: compare substance only; the header (slice, stamp) is ours, not the agent's.
-        unchanged = cardlib.detect_format(row.text) != "legacy" and cardlib.render(
+        unchanged = detect_format(row.text) != "legacy" and render(
             replace(card, header=current.header)
-        ) == cardlib.render(current)
+        ) == render(current)
         if unchanged:
             if slice_ is not None and not CardSnapshot.objects.filter(slice=slice_).exists():
                 _snapshot(profile, slice_, row, run)
             return Commit(False, row.text, row.version, rebased, dropped)
         active = slice_.key if slice_ is not None else _latest_slice_key(profile)
         stamped = (
-            cardlib.stamp(card, active_slice=active, at=now)
+            stamp(card, active_slice=active, at=now)
             if active
-            else replace(card, header=cardlib.Header(updated=now.strftime("%Y-%m-%dT%H:%M:%SZ")))
+            else replace(card, header=Header(updated=now.strftime("%Y-%m-%dT%H:%M:%SZ")))
         )
-        row.text = cardlib.render(stamped)
+        row.text = render(stamped)
         row.format = "v5"
         row.version += 1
         row.save(update_fields=["text", "format", "version", "updated_at"])
@@ -163,11 +174,11 @@ def refresh_injected_card(slice_: Slice, *, now: datetime | None = None, reason:
     card = parse_or_empty(text)
     if not text.strip():
         rendered = ""
-    elif cardlib.detect_format(text) != "v5":
+    elif detect_format(text) != "v5":
         # An older card is injected as it stands until a run migrates it: never dropped.
         rendered = text.strip()
     else:
-        rendered = cardlib.render_injected(
+        rendered = render_injected(
             card, now=_slice_now(slice_, now), language=slice_.profile.language
         )
     slice_.injected_card = rendered
