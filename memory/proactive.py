@@ -1,6 +1,6 @@
 """Proactive messages (SPEC K15), the data side: when the companion may write first, what is
 due, the per-day count (with the legacy count), and the one write. No model calls here; the
-wording and the delivery live in `previously.proactive`.
+wording and the delivery live in `previously.chat.proactive`.
 
 Legacy count (LEGACY_KV.md "any other meta_* key", seed 002 v1: 主动消息计数按 profile): the
 importer keeps such keys verbatim in `LegacyMeta` (profile set, value = the KV text). The

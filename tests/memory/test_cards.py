@@ -37,7 +37,7 @@ def test_an_empty_card_is_frozen_too_and_costs_no_queries_on_later_turns(profile
 
 
 def test_an_explicit_request_rerenders_the_injected_copy(profile, llm_server, llm_provider):
-    from previously.agent.analyzer import after_reply
+    from previously.agent.lifecycle import after_reply
     from tests.llm_server import Turn
 
     set_card(profile, SEED_CARD)

@@ -14,7 +14,7 @@ from django.urls import reverse
 from memory import proactive as rules
 from memory.deletion import hard_delete_message
 from memory.models import LegacyMeta, Message, ProactiveSend
-from previously import proactive
+from previously.chat import proactive
 from previously.llm import reset_provider
 from previously.llm.offline import Offline
 from previously.routing import websocket_urlpatterns

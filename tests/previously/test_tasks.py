@@ -6,7 +6,7 @@ import time
 import pytest
 from django.tasks import TaskResultStatus, task
 
-from previously.tasks import ThreadPoolBackend
+from previously.task_backend import ThreadPoolBackend
 
 _seen: dict = {}
 
@@ -52,12 +52,12 @@ def test_a_task_enqueued_in_a_transaction_starts_after_commit():
 def test_an_explicit_request_never_delays_the_reply(settings, llm_server, llm_provider):
     """K11: with the embedded backend, after_reply returns before the slow run finishes."""
     from memory.models import EvolutionRun
-    from previously.agent.analyzer import after_reply
+    from previously.agent.lifecycle import after_reply
     from tests.factories import ProfileFactory, UserFactory
     from tests.llm_server import Turn
     from tests.previously.agent.helpers import make_slice
 
-    settings.TASKS = {"default": {"BACKEND": "previously.tasks.ThreadPoolBackend"}}
+    settings.TASKS = {"default": {"BACKEND": "previously.task_backend.ThreadPoolBackend"}}
     profile = ProfileFactory(user=UserFactory())
     slice_ = make_slice(profile, closed=False, lines=[("user", "remember I moved")])
     llm_server.script(Turn(tool_calls=[("finish", {"summary": "Nothing yet."})], delay=1.0))

@@ -235,7 +235,7 @@ def test_runs_interrupted_by_a_dead_process_are_marked_failed(profile):
 
     from django.utils import timezone
 
-    from previously.agent.evolve import fail_stale_runs
+    from previously.agent.lifecycle import fail_stale_runs
 
     run = create_run(profile=profile, slice_=None, trigger="manual")
     # Already retried once (tests/previously/agent/test_faults.py covers the retry itself).

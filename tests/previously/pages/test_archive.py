@@ -9,7 +9,7 @@ from django.urls import reverse
 
 from memory.archive import archive_message
 from memory.models import Message
-from previously import archive_views
+from previously.pages.archive import views as archive_views
 from tests.factories import ProfileFactory, UserFactory
 from tests.previously.pages.conftest import assert_no_inline_script
 

@@ -9,7 +9,7 @@ from django.urls import reverse
 
 from memory.deletion import hide_message
 from memory.models import CardSnapshot, EvolutionRun, Experience, Slice
-from previously import timeline_views
+from previously.pages.timeline import views as timeline_views
 from tests.factories import ExperienceFactory, HighlightFactory, ProfileFactory, UserFactory
 from tests.memory.card.samples import SEED_CARD
 from tests.previously.agent.helpers import T0, make_slice, set_card

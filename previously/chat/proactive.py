@@ -16,9 +16,8 @@ import logging
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
 from django.conf import settings
+from django.tasks import task
 from django.template.loader import render_to_string
 from django.utils import timezone
 
@@ -27,8 +26,11 @@ from memory.card.store import live_card
 from memory.clock import local_clock
 from memory.models import Message, ProactiveSend, Profile
 from previously.agent.briefing import briefing_text
+from previously.agent.lifecycle import archive_line
 from previously.chat import markers, prompt
+from previously.chat.turn import assistant_mid
 from previously.llm import ProviderError, get_provider
+from previously.push import push
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +67,13 @@ def check_all(*, now: datetime | None = None, dry_run: bool = False) -> list[Out
         if outcome is not None:
             outcomes.append(outcome)
     return outcomes
+
+
+@task()
+def proactive_check() -> int:
+    """K15: one pass announcing due Horizon items (queued by the housekeeping loop); returns
+    how many messages were sent."""
+    return sum(1 for outcome in check_all() if outcome.message is not None)
 
 
 def horizon_due(profile: Profile, *, now: datetime | None = None, dry_run: bool = False) -> Outcome | None:
@@ -117,6 +126,14 @@ def welcome_back(profile: Profile, *, now: datetime | None = None) -> Outcome | 
     outcome.text = text
     outcome.message = _send(profile, outcome, now=now, tz=tz, present=True)
     return outcome
+
+
+@task()
+def welcome_back_task(profile_id: int) -> bool:
+    """K15/K14: `welcome_back` off the socket's path (queued on connect); True when sent."""
+    profile = Profile.objects.filter(pk=profile_id).first()
+    outcome = welcome_back(profile) if profile is not None else None
+    return outcome is not None and outcome.message is not None
 
 
 def should_welcome_back(profile: Profile, *, now: datetime | None = None) -> bool:
@@ -190,27 +207,21 @@ def _generate(profile: Profile, instruction: str) -> str:
 # --- the write and the delivery -------------------------------------------------------------
 
 def _send(profile: Profile, outcome: Outcome, *, now: datetime, tz: str, present: bool = False) -> Message | None:
-    from previously.agent.lifecycle import slice_closed
-    from previously.chat.turn import assistant_mid
-
-    archived = rules.record_proactive(
-        profile=profile, mid=assistant_mid(), reason=outcome.reason, subject=outcome.subject,
-        content=outcome.text, now=now, tz=tz, present=present,
+    # A slice it closes (the idle conversation before it ends here) evolves (S1, K10).
+    archived = archive_line(
+        rules.record_proactive, profile=profile, mid=assistant_mid(), reason=outcome.reason,
+        subject=outcome.subject, content=outcome.text, now=now, tz=tz, present=present,
     )
     if archived is None:
         return None
-    if archived.closed_slice is not None:
-        slice_closed(archived.closed_slice)  # the idle conversation before it ends here (S1, K10)
     deliver(profile, archived.message)
     return archived.message
 
 
 def deliver(profile: Profile, message: Message) -> None:
     """Push the line to the profile's open chat pages; with none open it waits in the archive."""
-    from previously.chat.consumers import group_name
-
-    html = render_to_string("chat.html#appended", {"message": message, "lang": profile.language})
+    html = render_to_string("chat/chat.html#appended", {"message": message, "lang": profile.language})
     try:
-        async_to_sync(get_channel_layer().group_send)(group_name(profile), {"type": "page.event", "html": html})
+        push(profile, html)
     except Exception:  # noqa: BLE001 - it is archived; the next page load shows it
         log.exception("could not push proactive message %s", message.mid)

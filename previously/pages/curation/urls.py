@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from previously.curation import views
+from previously.pages.curation import views
 
 app_name = "curation"
 

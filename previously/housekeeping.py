@@ -12,6 +12,9 @@ import time
 from django.conf import settings
 from django.db import close_old_connections, connections
 
+from previously.agent.lifecycle import close_idle_slices, fail_stale_runs
+from previously.chat.proactive import proactive_check
+
 log = logging.getLogger(__name__)
 _started = threading.Event()
 _lock = threading.Lock()
@@ -33,9 +36,6 @@ def start_idle_check() -> bool:
 
 def run_idle_check() -> int:
     """One pass: close idle slices (each queues its evolution run), fail runs a dead process left."""
-    from previously.agent.evolve import fail_stale_runs
-    from previously.agent.lifecycle import close_idle_slices
-
     closed = close_idle_slices()
     failed = fail_stale_runs()
     if closed or failed:
@@ -45,8 +45,6 @@ def run_idle_check() -> int:
 
 def run_proactive_check() -> None:
     """Queue one proactive pass (a task: model calls stay off this loop)."""
-    from previously.agent.tasks import proactive_check
-
     proactive_check.enqueue()
 
 

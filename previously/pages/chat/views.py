@@ -13,10 +13,11 @@ from memory.archive import MidConflict
 from memory.images import ImageRefused, store_image_message, stored_path
 from memory.models import Message, Profile
 from memory.models.archive import USER_MID_RE
+from previously.agent.lifecycle import archive_line
 from previously.agent.lifecycle import new_conversation as start_new_conversation
-from previously.agent.lifecycle import slice_closed
+from previously.chat.turn import reply_in_background
 from previously.llm import get_provider
-from previously.profiles import current_profile
+from previously.pages.current_profile import current_profile
 
 PAGE_SIZE = 30
 
@@ -64,7 +65,7 @@ def chat(request):
         "offline": get_provider().offline,
         "image_max_bytes": settings.PREVIOUSLY_IMAGE_MAX_BYTES,
     }
-    return render(request, "chat.html", context)
+    return render(request, "chat/chat.html", context)
 
 
 @login_required
@@ -76,7 +77,7 @@ def older(request):
         return redirect(f"{reverse('home')}?before={before or ''}")
     page, older_than = archive_page(profile, before=before)
     context = {"page": page, "older_than": older_than, "lang": profile.language}
-    return render(request, "chat.html#messages", context)
+    return render(request, "chat/chat.html#messages", context)
 
 
 @login_required
@@ -87,7 +88,7 @@ def new_conversation(request):
     profile = current_profile(request)
     start_new_conversation(profile)
     if request.htmx:
-        return render(request, "chat.html#divider", {"lang": profile.language})
+        return render(request, "chat/chat.html#divider", {"lang": profile.language})
     return redirect(request.POST.get("next") or "home")
 
 
@@ -111,8 +112,9 @@ def upload_image(request):
     if upload.size > limit:  # refused before reading it into memory
         return _refused(f"image too large ({upload.size} bytes, limit {limit})", 413)
     try:
-        archived = store_image_message(
-            profile=profile, mid=mid, data=upload.read(), name=upload.name or "",
+        # A slice it closes gets its snapshot and evolution, as for a text message.
+        archived = archive_line(
+            store_image_message, profile=profile, mid=mid, data=upload.read(), name=upload.name or "",
             caption=request.POST.get("text", "").strip()[:8000],
             tz=request.POST.get("tz") or None, local_time=request.POST.get("local_time") or None,
         )
@@ -120,18 +122,14 @@ def upload_image(request):
         return _refused(refused.reason, refused.status)
     except MidConflict as conflict:
         return _refused(str(conflict), 409)
-    if archived.closed_slice is not None:
-        slice_closed(archived.closed_slice)  # snapshot + evolution, as for a text message
     if not request.htmx:
         # No JavaScript, so no socket to ask for the reply: the turn runs as a task and the
         # reply is in the archive at the next load.
-        from previously.agent.tasks import reply_in_background
-
         if archived.created:
             reply_in_background.enqueue(profile.pk, mid)
         return redirect("home")
     response = render(
-        request, "chat.html#appended", {"message": archived.message, "lang": profile.language},
+        request, "chat/chat.html#appended", {"message": archived.message, "lang": profile.language},
         status=201 if archived.created else 200,
     )
     response["X-Message-Mid"] = archived.message.mid
@@ -168,5 +166,5 @@ def proactive_switch(request):
     profile.proactive_enabled = request.POST.get("enabled") == "1"
     profile.save(update_fields=["proactive_enabled"])
     if request.htmx:
-        return render(request, "chat.html#proactive_toggle", {"profile": profile, "lang": profile.language})
+        return render(request, "chat/chat.html#proactive_toggle", {"profile": profile, "lang": profile.language})
     return redirect("home")

@@ -16,6 +16,7 @@ from django.db import close_old_connections, connections, transaction
 from django.tasks import TaskResult, TaskResultStatus
 from django.tasks.backends.base import BaseTaskBackend
 from django.tasks.base import TaskContext, TaskError
+from django.tasks.exceptions import TaskResultDoesNotExist
 from django.tasks.signals import task_enqueued, task_finished, task_started
 from django.utils import timezone
 from django.utils.crypto import get_random_string
@@ -60,8 +61,6 @@ class ThreadPoolBackend(BaseTaskBackend):
         return result
 
     def get_result(self, result_id):
-        from django.tasks.exceptions import TaskResultDoesNotExist
-
         try:
             return self._results[result_id]
         except KeyError:

@@ -7,6 +7,7 @@ works without JavaScript.
 """
 
 import json
+import math
 from collections import defaultdict
 
 from django.contrib import messages as flash
@@ -32,7 +33,12 @@ from memory.deletion import HasRefs, MessageNotFound, delete_message, hide_messa
 from memory.models import Experience, ExperienceHistory, Highlight, Message, Profile, Relation
 from memory.models.archive import PROFILE_KEY_RE
 from memory.models.curation import ExperienceStateError
-from previously.curation.forms import ExperienceEditForm, ExperienceForm, RelationForm, label_of
+from previously.pages.curation.forms import (
+    ExperienceEditForm,
+    ExperienceForm,
+    RelationForm,
+    label_of,
+)
 
 ACTIONS_PARTIAL = "curation/message_actions.html#actions"
 
@@ -300,8 +306,6 @@ def experience_merge(request, profile_key, eid):
 
 def _graph(items, relations):
     """Positions for a small server-rendered SVG: items on a circle, relations as arrows."""
-    import math
-
     ids = []
     for r in relations:
         for end in (r.from_id, r.to_id):

@@ -9,42 +9,19 @@ the archive's size: hits are capped at MAX_HITS and pages are cut from them (bou
 import dataclasses
 from datetime import UTC, datetime, time, timedelta
 
-from django import forms
 from django.contrib.auth.decorators import login_required
 from django.db.models import Q
 from django.shortcuts import render
-from django.utils.translation import gettext_lazy as _
 
 from memory.models import Message
 from memory.recall.rank import DEFAULT_CONFIG, rank_messages
-from previously.profiles import current_profile
+from previously.pages.archive.forms import ArchiveSearchForm
+from previously.pages.current_profile import current_profile
 
 PAGE_SIZE = 25
 MAX_HITS = 500
 # The production ranking, minus spreading to ±1 neighbours: a search result must match.
 SEARCH_CONFIG = dataclasses.replace(DEFAULT_CONFIG, n_candidates=MAX_HITS, neighbour_weight=0.0)
-
-
-class ArchiveSearchForm(forms.Form):
-    q = forms.CharField(label=_("Search"), required=False, max_length=500)
-    sort = forms.ChoiceField(
-        label=_("Order"),
-        required=False,
-        choices=[("relevance", _("Most relevant first")), ("newest", _("Newest first"))],
-    )
-    speaker = forms.ChoiceField(
-        label=_("Who said it"),
-        required=False,
-        choices=[("", _("Anyone")), ("user", _("You")), ("assistant", _("Your companion"))],
-    )
-    date_from = forms.DateField(label=_("From"), required=False, widget=forms.DateInput(attrs={"type": "date"}))
-    date_to = forms.DateField(label=_("To"), required=False, widget=forms.DateInput(attrs={"type": "date"}))
-
-    def clean(self):
-        data = super().clean()
-        if data.get("date_from") and data.get("date_to") and data["date_from"] > data["date_to"]:
-            raise forms.ValidationError(_("“From” is after “To”."))
-        return data
 
 
 def filtered(profile, *, speaker: str = "", date_from=None, date_to=None):
@@ -128,5 +105,5 @@ def archive(request):
         else:
             found, next_before = browse_page(lines, profile=profile, before=request.GET.get("before", ""))
             context.update(lines=found, next_before=next_before, browsing=True)
-    template = "archive.html#results" if request.htmx and not request.htmx.boosted else "archive.html"
+    template = "archive/archive.html#results" if request.htmx and not request.htmx.boosted else "archive/archive.html"
     return render(request, template, context)

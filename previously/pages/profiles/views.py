@@ -10,13 +10,14 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
+from django_htmx.http import HttpResponseClientRedirect
 
 from memory.deletion import delete_profile, profile_contents
 from memory.models import Profile
 from previously.llm import get_provider
 from previously.llm.select import agent_model
-from previously.profile_forms import ProfileCreateForm, ProfileDeleteForm, ProfileEditForm
-from previously.profiles import SESSION_KEY, current_profile
+from previously.pages.current_profile import SESSION_KEY, current_profile
+from previously.pages.profiles.forms import ProfileCreateForm, ProfileDeleteForm, ProfileEditForm
 
 
 def _own(request, key: str) -> Profile:
@@ -97,8 +98,6 @@ def profile_switch(request):
     if not nxt.startswith("/") or nxt.startswith("//"):
         nxt = reverse("home")
     if request.htmx:
-        from django_htmx.http import HttpResponseClientRedirect
-
         return HttpResponseClientRedirect(nxt)
     return redirect(nxt)
 
@@ -121,4 +120,4 @@ def about(request):
             (_("Days a deleted record blocks re-import (tombstones)"), settings.PREVIOUSLY_TOMBSTONE_TTL_DAYS),
         ],
     }
-    return render(request, "about.html", context)
+    return render(request, "profiles/about.html", context)

@@ -34,7 +34,7 @@ def _target_user(request, username: str | None):
 @login_required
 def data_page(request):
     target = _target_user(request, request.GET.get("user"))
-    return render(request, "data.html", {
+    return render(request, "data/data.html", {
         "target": target,
         "profiles": Profile.objects.for_user(target),
         "users": get_user_model().objects.order_by("pk") if request.user.is_staff else None,
@@ -76,7 +76,7 @@ def data_import_preview(request):
     token = secrets.token_hex(16)
     default_storage.save(f"imports/{token}.json", ContentFile(json.dumps(data, ensure_ascii=False).encode()))
     request.session[PENDING] = {"token": token, "user_id": target.pk}
-    return render(request, "data.html", {
+    return render(request, "data/data.html", {
         "target": target, "profiles": Profile.objects.for_user(target), "preview": report, "token": token,
     })
 
@@ -96,12 +96,12 @@ def data_import_apply(request):
     report = import_full(data=data, user=target)
     default_storage.delete(path)
     del request.session[PENDING]
-    return render(request, "data.html", {
+    return render(request, "data/data.html", {
         "target": target, "profiles": Profile.objects.for_user(target), "applied": report,
     })
 
 
 def _page_with_error(request, target, error: str):
-    return render(request, "data.html", {
+    return render(request, "data/data.html", {
         "target": target, "profiles": Profile.objects.for_user(target), "error": error,
     }, status=400)

@@ -5,6 +5,7 @@ A page is a constant number of queries whatever the archive's size: the page's s
 message counts, one query for their evolution runs, one for which have a card snapshot.
 """
 
+import re
 from collections import defaultdict
 
 from django.contrib.auth.decorators import login_required
@@ -13,7 +14,7 @@ from django.shortcuts import render
 
 from memory.models import CardSnapshot, EvolutionRun, Slice
 from memory.models.archive import SLICE_KEY_PATTERN
-from previously.profiles import current_profile
+from previously.pages.current_profile import current_profile
 
 PAGE_SIZE = 20
 
@@ -53,11 +54,9 @@ def timeline(request):
         before = ""
     days, next_before = timeline_page(profile, before=before)
     context = {"profile": profile, "days": days, "next_before": next_before, "paged": bool(before)}
-    template = "timeline.html#days" if request.htmx and not request.htmx.boosted else "timeline.html"
+    template = "timeline/timeline.html#days" if request.htmx and not request.htmx.boosted else "timeline/timeline.html"
     return render(request, template, context)
 
 
 def _looks_like_key(value: str) -> bool:
-    import re
-
     return re.match(SLICE_KEY_PATTERN, value) is not None
