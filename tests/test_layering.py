@@ -7,6 +7,8 @@ hides inside a function (where a cycle could be dodged), and no cycle runs throu
 
 import ast
 import pathlib
+import subprocess
+import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 PACKAGES = ("memory", "previously")
@@ -139,3 +141,13 @@ def test_the_graph_sees_the_imports():
     graph = _graph()
     assert "memory.card.store" in graph["previously.agent.evolve"]
     assert "previously.push" in graph["previously.agent.events"]
+
+
+def test_the_layering_contracts_hold():
+    """The contracts of pyproject's [tool.importlinter], also in `make test` (so in CI)."""
+    lint_imports = pathlib.Path(sys.executable).with_name("lint-imports")
+    done = subprocess.run(
+        [str(lint_imports), "--no-cache", "--no-logo"], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "0 broken" in done.stdout
