@@ -16,6 +16,12 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
+def profile(user):
+    """The user's `owner` profile, in English (as in tests/previously/chat/)."""
+    return ProfileFactory(user=user, key="owner", language="en")
+
+
+@pytest.fixture
 def logged_in(client, user):
     client.force_login(user)
     return client

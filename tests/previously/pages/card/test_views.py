@@ -1,10 +1,10 @@
-"""K12, K13, S2: the Previously On page, the card at any slice, slice transcripts, isolation."""
+"""K12: the Previously On page, the card at any slice, isolation."""
 
 import pytest
 from django.urls import reverse
 
-from memory.models import CardSnapshot, Message, SliceLogEntry
-from tests.factories import MessageFactory, ProfileFactory, UserFactory
+from memory.models import CardSnapshot
+from tests.factories import ProfileFactory, UserFactory
 from tests.memory.card.samples import SEED_CARD
 from tests.previously.agent.helpers import make_slice, set_card
 
@@ -57,27 +57,6 @@ def test_htmx_gets_only_the_dialog_fragment(logged_in, profile):
     assert "<html" not in html
 
 
-def test_a_slice_page_shows_every_line_and_the_cognitive_log(logged_in, profile):
-    slice_ = make_slice(profile, lines=[("user", "我今天跑了 5 公里 🏃"), ("assistant", "太棒了!")])
-    SliceLogEntry.objects.create(slice=slice_, kind="analyzer", summary="worth evolving: new habit")
-    CardSnapshot.objects.create(profile=profile, slice=slice_, text="")
-
-    html = logged_in.get(reverse("slice", args=[slice_.key])).content.decode()
-
-    assert "我今天跑了 5 公里 🏃" in html and "太棒了!" in html
-    assert "worth evolving: new habit" in html
-    assert f"/card/?at={slice_.key}" in html
-
-
-def test_deleted_lines_are_not_shown(logged_in, profile):
-    from django.utils import timezone
-
-    slice_ = make_slice(profile)
-    MessageFactory(profile=profile, slice=slice_, content="gone for good", deleted_at=timezone.now())
-    html = logged_in.get(reverse("slice", args=[slice_.key])).content.decode()
-    assert "gone for good" not in html
-
-
 def test_other_users_slices_and_profiles_are_404(client, profile):
     slice_ = make_slice(profile, "2026-08-17-0515", lines=[("user", "alice's secret")])
     bob = UserFactory()
@@ -89,28 +68,3 @@ def test_other_users_slices_and_profiles_are_404(client, profile):
     assert client.get(reverse("card"), {"at": slice_.key}).status_code == 404
     html = client.get(reverse("card")).content.decode()
     assert "alice's secret" not in html
-
-
-def test_another_of_my_profiles_by_query(logged_in, user, profile):
-    other = ProfileFactory(user=user, key="coach")
-    slice_ = make_slice(other, lines=[("user", "coach line")])
-    url = reverse("slice", args=[slice_.key])
-    assert logged_in.get(url).status_code == 404  # not in the default profile
-    assert "coach line" in logged_in.get(url, {"profile": "coach"}).content.decode()
-
-
-def test_new_conversation_closes_the_open_slice(logged_in, profile):
-    from previously.llm import reset_provider
-    from previously.llm.offline import Offline
-
-    slice_ = make_slice(profile, closed=False, lines=[("user", "hi")])
-    reset_provider(Offline())
-    try:
-        response = logged_in.post(reverse("new_conversation"))
-    finally:
-        reset_provider(None)
-
-    assert response.status_code == 302
-    slice_.refresh_from_db()
-    assert slice_.ended_at is not None
-    assert Message.objects.filter(slice=slice_).count() == 1
