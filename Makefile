@@ -63,8 +63,10 @@ faults: install
 	$(PY) -m pytest -q tests/previously/agent/test_faults.py tests/previously/chat/test_resync.py \
 	  tests/previously/test_scale_out.py "tests/previously/chat/test_consumer.py::test_a_model_dying_mid_stream_archives_the_partial_as_failed_and_retry_works_l3"
 
+# Style (ruff) and the layering contracts of pyproject's [tool.importlinter] (issue 14).
 lint: install
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/lint-imports
 
 clean:
 	rm -rf $(VENV) var/test-*

@@ -14,6 +14,7 @@ from django.core.files.storage import default_storage
 from django.db import models, transaction
 from django.utils import timezone
 
+from memory.images import attachment_paths
 from memory.models import (
     CardSnapshot,
     EvolutionRun,
@@ -197,8 +198,8 @@ def delete_message(*, profile: Profile, mid: str, hard: bool = False, force: boo
             return Deletion("already_gone", mid)
         raise MessageNotFound(mid)
     if hard:
-        return message.hard_delete(force=force)
-    return Deletion("hidden" if message.hide() else "already_hidden", mid)
+        return hard_delete_message(message, force=force)
+    return Deletion("hidden" if hide_message(message) else "already_hidden", mid)
 
 
 def _delete_fragments(message: Message, now: datetime) -> list[Tombstone]:
@@ -252,8 +253,6 @@ def _delete_highlights(highlights, now) -> list[Tombstone]:
 def _forget_attachment_on_commit(message: Message) -> None:
     """A7 hook: an attachment stored through the storage API (the file and its thumbnail) goes
     with its message, after commit."""
-    from memory.images import attachment_paths
-
     paths = attachment_paths(message)
     if not paths:
         return
@@ -303,7 +302,7 @@ PURGEABLE = {
     Kind.RELATION: (Relation, lambda r: purge_relation(r)),
     Kind.HIGHLIGHT: (Highlight, lambda h: purge_highlight(h)),
     Kind.EXPERIENCE: (Experience, lambda e: purge_experience(e)),
-    Kind.MESSAGE: (Message, lambda m: m.hard_delete(force=True).tombstones),
+    Kind.MESSAGE: (Message, lambda m: hard_delete_message(m, force=True).tombstones),
 }
 # Relations first, messages last: a message's cascade may already have taken the others.
 PURGE_ORDER = [Kind.RELATION, Kind.HIGHLIGHT, Kind.EXPERIENCE, Kind.MESSAGE]
@@ -370,7 +369,7 @@ def restore_records(queryset) -> int:
     restored = 0
     for record in queryset.filter(deleted_at__isnull=False):
         if isinstance(record, Message):
-            restored += record.unhide()
+            restored += unhide_message(record)
         else:
             restored += bool(record.restore())
     return restored

@@ -1,6 +1,6 @@
 """Proactive messages (SPEC K15), the data side: when the companion may write first, what is
 due, the per-day count (with the legacy count), and the one write. No model calls here; the
-wording and the delivery live in `previously.proactive`.
+wording and the delivery live in `previously.chat.proactive`.
 
 Legacy count (LEGACY_KV.md "any other meta_* key", seed 002 v1: 主动消息计数按 profile): the
 importer keeps such keys verbatim in `LegacyMeta` (profile set, value = the KV text). The
@@ -24,9 +24,9 @@ from datetime import date, datetime, timedelta
 from django.conf import settings
 from django.db import IntegrityError, connection, transaction
 
-from memory import card as cardlib
 from memory.archive import Archived, archive_message, slice_gap
-from memory.cards import parse_or_empty
+from memory.card import HorizonItem
+from memory.card.store import parse_or_empty
 from memory.clock import local_clock
 from memory.models import Card, LegacyMeta, Message, ProactiveSend, Profile, Slice
 
@@ -41,12 +41,12 @@ _DAY_COUNT = re.compile(r"^\s*(\d{4}-\d{2}-\d{2})\s*[:|]\s*(\d+)\s*$")
 class Due:
     """A Horizon item that fell due, not yet announced."""
 
-    item: cardlib.HorizonItem
+    item: HorizonItem
     subject: str
     late: int  # days past its by: date (0: due today)
 
 
-def horizon_subject(item: cardlib.HorizonItem) -> str:
+def horizon_subject(item: HorizonItem) -> str:
     """The occasion's identity: the item at its date (a postponed item is due again later)."""
     digest = hashlib.sha256(item.text.strip().encode()).hexdigest()[:16]
     return f"horizon:{item.by.isoformat()}:{digest}"

@@ -7,7 +7,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from memory.archive import slice_gap
-from memory.cards import snapshot_slice
+from memory.card.store import snapshot_slice
 from memory.models import CardSnapshot, Profile, Slice, SliceLogEntry
 
 

@@ -14,7 +14,7 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
-from previously.background import StartsHousekeeping  # noqa: E402
+from previously.housekeeping import StartsHousekeeping  # noqa: E402
 from previously.routing import websocket_urlpatterns  # noqa: E402
 
 application = StartsHousekeeping(

@@ -4,7 +4,7 @@ from django.utils.functional import SimpleLazyObject
 
 from memory.models import Profile
 from memory.models.archive import DEFAULT_PROFILE_KEY
-from previously.profiles import SESSION_KEY
+from previously.pages.current_profile import SESSION_KEY
 
 
 def navigation(request):

@@ -244,7 +244,7 @@ PREVIOUSLY_CONTEXT_TOKENS = env_int("PREVIOUSLY_CONTEXT_TOKENS", 1500)
 # immediate: on the caller's thread (tests, debugging — it blocks the caller).
 PREVIOUSLY_TASKS_BACKEND = os.environ.get("PREVIOUSLY_TASKS_BACKEND", "thread").strip().lower()
 _TASK_BACKENDS = {
-    "thread": "previously.tasks.ThreadPoolBackend",
+    "thread": "previously.task_backend.ThreadPoolBackend",
     "db": "django_tasks_db.DatabaseBackend",
     "immediate": "django.tasks.backends.immediate.ImmediateBackend",
 }

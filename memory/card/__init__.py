@@ -1,6 +1,8 @@
 """The "Previously On" user card (K1–K9): format, limits, mutations, flags, injection.
 
 Pure Python, no Django and no model calls: the agent proposes, this package disposes.
+The one Django module is `memory.card.store` (load, commit, snapshots, the injected copy);
+nothing here imports it.
 """
 
 from .compare import same_substance

@@ -269,30 +269,6 @@ class Message(models.Model):
         if self.speaker == self.Speaker.USER and self.mid.startswith("a_"):
             raise ValidationError({"mid": "A user message cannot carry an assistant id."})
 
-    def hide(self, *, at=None) -> bool:
-        """Soft delete (D1 "hide"): flag it and drop it from the recall index, in one transaction."""
-        from memory.deletion import hide_message
-
-        return hide_message(self, at=at)
-
-    def unhide(self) -> bool:
-        """Undo `hide`: clear the flag and put it back in the recall index."""
-        from memory.deletion import unhide_message
-
-        return unhide_message(self)
-
-    def refs(self) -> list[dict]:
-        """What points at this message: highlights, favourites, experiences, their relations (D1)."""
-        from memory.deletion import message_refs
-
-        return message_refs(self)
-
-    def hard_delete(self, *, force: bool = False):
-        """Delete for good (D2); refused with `HasRefs` unless forced; returns what it tombstoned."""
-        from memory.deletion import hard_delete_message
-
-        return hard_delete_message(self, force=force)
-
 
 __all__ = [
     "DEFAULT_PROFILE_KEY",

@@ -4,9 +4,6 @@
 `rank.rank_messages` is the ranking it (and `manage.py retrieve_batch`) relies on.
 """
 
+from memory.recall.context import recall
 
-def recall(**kwargs):
-    """See memory.recall.context.recall (imported lazily: the index is imported by the archive)."""
-    from memory.recall.context import recall as _recall
-
-    return _recall(**kwargs)
+__all__ = ["recall"]

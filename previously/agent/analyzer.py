@@ -14,10 +14,11 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from memory import card as cardlib
-from memory.cards import live_card
+from memory.card import detect_format
+from memory.card.store import live_card
 from memory.models import EvolutionRun, Message, Profile, Slice, SliceLogEntry
 from memory.slices import log as slice_log
+from previously.agent.tools import transcript
 from previously.llm import Provider, ProviderError, get_provider
 
 log = logging.getLogger(__name__)
@@ -96,28 +97,16 @@ def detect_request(user_text: str) -> Verdict:
     return Verdict(False, reason="no explicit request")
 
 
-# --- after each reply -------------------------------------------------------------------------
+# --- after each reply (`lifecycle.after_reply` acts on the verdict) -------------------------
 
 
-def after_reply(profile: Profile, slice_: Slice, user_text: str, reply_text: str) -> Verdict:
-    """Called by the chat after each reply: an explicit request starts a run at once (K10).
-
-    Never blocks: the rules take microseconds; the run, and the model's own look at the
-    turn (when a model is configured and the rules found nothing), go to the task backend.
-    """
-    verdict = detect_request(user_text)
-    if verdict.explicit:
-        return _explicit(profile, slice_, user_text, verdict)
-    if settings.PREVIOUSLY_TURN_ANALYZER_MODEL and not get_provider().offline:
-        from previously.agent.tasks import analyze_turn
-
-        analyze_turn.enqueue(slice_.pk, user_text, reply_text)
-    return verdict
+def wants_model_look() -> bool:
+    """Whether the model also looks at a turn the rules found nothing in (off the reply path)."""
+    return bool(settings.PREVIOUSLY_TURN_ANALYZER_MODEL) and not get_provider().offline
 
 
-def _explicit(profile: Profile, slice_: Slice, user_text: str, verdict: Verdict) -> Verdict:
-    from previously.agent.evolve import start_run
-
+def log_request(slice_: Slice, verdict: Verdict) -> None:
+    """An explicit request or correction goes on the slice's log before its run starts."""
     slice_log(
         slice_,
         SliceLogEntry.Kind.ANALYZER,
@@ -126,10 +115,6 @@ def _explicit(profile: Profile, slice_: Slice, user_text: str, verdict: Verdict)
         request_kind=verdict.kind,
         source=verdict.source,
     )
-    run = start_run(
-        profile=profile, slice_=slice_, trigger=EvolutionRun.Trigger.EXPLICIT, request=user_text
-    )
-    return Verdict(True, verdict.kind, verdict.reason, verdict.source, run)
 
 
 TURN_PROMPT = """You are the turn analyzer of a companion chat with a long-term memory. Decide \
@@ -139,9 +124,8 @@ or facts ("stop doing X", "from now on always…", 别再…, 以后总是…). 
 {"memory_update": true|false, "kind": "memory_request"|"correction"|"", "reason": "<short>"}"""
 
 
-def analyze_turn_with_model(slice_id: int, user_text: str, reply_text: str) -> bool:
-    """The model's look at one turn (a task); True when it started an explicit run."""
-    slice_ = Slice.objects.select_related("profile").get(pk=slice_id)
+def model_verdict(slice_: Slice, user_text: str, reply_text: str) -> Verdict:
+    """The model's look at one turn; a failure or a "no" is logged and is not explicit."""
     provider = get_provider()
     try:
         answer = _ask_json(
@@ -159,13 +143,11 @@ def analyze_turn_with_model(slice_id: int, user_text: str, reply_text: str) -> b
     except (ProviderError, ValueError) as exc:
         slice_log(slice_, SliceLogEntry.Kind.ANALYZER, f"turn analyzer model failed ({exc}); rules: no request",
                   event="analyzer_failed", error=str(exc))
-        return False
+        return Verdict(False, reason="model failed", source="model")
     if not verdict.explicit:
         slice_log(slice_, SliceLogEntry.Kind.ANALYZER, f"no explicit request (model): {verdict.reason}",
                   event="turn", source="model")
-        return False
-    _explicit(slice_.profile, slice_, user_text, verdict)
-    return True
+    return verdict
 
 
 # --- at slice close ---------------------------------------------------------------------------
@@ -179,8 +161,6 @@ JSON only: {"worth": true|false, "reason": "<one short sentence>"}"""
 
 def worth_evolving(slice_: Slice, *, provider: Provider | None = None) -> Worth:
     """The "worth it?" gate at slice close; a failure is a Worth(failed=True) — run anyway."""
-    from previously.agent.tools import transcript
-
     provider = provider or get_provider()
     if not Message.objects.in_slice(slice_).live().filter(speaker=Message.Speaker.USER).exists():
         verdict = Worth(False, "the slice has no user messages")
@@ -209,7 +189,7 @@ def worth_evolving(slice_: Slice, *, provider: Provider | None = None) -> Worth:
 
 def card_needs_migration(profile: Profile) -> bool:
     """A card in an older format forces a run at the next slice close (K10)."""
-    return cardlib.detect_format(live_card(profile).text) == "legacy"
+    return detect_format(live_card(profile).text) == "legacy"
 
 
 _JSON_RE = re.compile(r"\{.*\}", re.DOTALL)

@@ -5,8 +5,8 @@ from datetime import datetime
 
 from django.utils import timezone
 
-from memory import card as cardlib
-from memory.cards import live_card, parse_or_empty
+from memory.card import Card
+from memory.card.store import live_card, parse_or_empty
 from memory.clock import local_clock
 from memory.models import Message, Profile, Slice
 
@@ -53,7 +53,7 @@ def briefing_text(profile: Profile, *, tz: str | None, now: datetime | None = No
     return "\n".join(lines)
 
 
-def _field(card: cardlib.Card, names: tuple[str, ...]) -> str:
+def _field(card: Card, names: tuple[str, ...]) -> str:
     for wanted in names:
         for line in card.identity:
             if line.field.casefold() == wanted:

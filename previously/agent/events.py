@@ -1,7 +1,7 @@
 """Evolution progress as events (K11, S2): stored on the run, logged on the slice, and sent
-to the profile's channel-layer group, where the chat consumer forwards the HTML.
+to the profile's open pages (`previously.push`), where the chat consumer forwards the HTML.
 
-Message shape on group `profile-<pk>`::
+Message shape on the profile's group::
 
     {"type": "page.event", "html": "<rendered partial>",
      "event": "started|tool|finished|skipped|failed", "run_id": 7, "status": "running|…"}
@@ -12,12 +12,11 @@ import contextvars
 import logging
 from collections.abc import Callable, Iterator
 
-from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
 from django.template.loader import render_to_string
 from django.utils import timezone
 
 from memory.models import EvolutionRun, SliceLogEntry
+from previously.push import page_event, push
 
 log = logging.getLogger(__name__)
 _listeners: contextvars.ContextVar[tuple[Callable[[EvolutionRun, dict], None], ...]] = (
@@ -33,11 +32,6 @@ def listening(callback: Callable[[EvolutionRun, dict], None]) -> Iterator[None]:
         yield
     finally:
         _listeners.reset(token)
-
-
-def profile_group(profile_id: int) -> str:
-    """The channel-layer group every page of one profile listens on."""
-    return f"profile-{profile_id}"
 
 
 def emit(run: EvolutionRun, event: str, **data) -> dict:
@@ -58,14 +52,12 @@ def emit(run: EvolutionRun, event: str, **data) -> dict:
         f"card/evolution.html#{event if event in PARTIALS else 'tool'}",
         {"run": run, "step": step, "event": event},
     )
-    message = {"type": "page.event", "html": html, "event": event, "run_id": run.pk, "status": run.status}
+    about = {"event": event, "run_id": run.pk, "status": run.status}
     try:
-        layer = get_channel_layer()
-        if layer is not None:
-            async_to_sync(layer.group_send)(profile_group(run.profile_id), message)
+        push(run.profile_id, html, **about)
     except Exception:  # noqa: BLE001 - the page misses a frame; the run and its log stand
         log.exception("could not broadcast evolution event %s of run %s", event, run.pk)
-    return message
+    return page_event(html, **about)
 
 
 PARTIALS = ("started", "tool", "finished", "skipped", "failed")

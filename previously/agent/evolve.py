@@ -1,25 +1,23 @@
 """The Previously Agent (K3, K7, K8, K10, K11): a tool-calling loop that edits the card.
 
-`start_run` records a queued run and hands it to the task backend; `execute_run` is the
-task body: (slice-close runs) the analyzer's "worth it?" gate, then the loop — the model
-sees the card with its usage and flags and the slice, proposes tool calls, each goes
+`previously.agent.lifecycle` starts runs (records one and queues `evolve_card`);
+`execute_run` is that task's body: (slice-close runs) the analyzer's "worth it?" gate,
+then the loop — the model sees the card with its usage and flags and the slice, proposes tool calls, each goes
 through `memory.card` and its result (accepted, or the refusal text) goes back as the
 tool message — until `finish` or the step limit. The accepted calls are committed in one
-transaction with the slice snapshot (`memory.cards.commit_card`), only on a real change.
+transaction with the slice snapshot (`memory.card.store.commit_card`), only on a real change.
 Nothing touches the live card before that commit, so a run that dies mid-way leaves the
 card as it was and is marked failed.
 """
 
 import logging
-from datetime import timedelta
 
 from django.conf import settings
-from django.db import transaction
-from django.db.models import Q
+from django.tasks import task
 from django.utils import timezone
 
-from memory import card as cardlib
-from memory.cards import (
+from memory.card import Card, detect_format, flags, render, usage
+from memory.card.store import (
     commit_card,
     line_diff,
     live_card,
@@ -30,6 +28,7 @@ from memory.cards import (
 from memory.clock import local_clock
 from memory.models import EvolutionRun, Profile, Slice
 from previously.agent import tools
+from previously.agent.analyzer import worth_evolving
 from previously.agent.events import emit
 from previously.llm import Provider, ProviderError, get_provider
 from previously.llm.select import agent_model
@@ -71,18 +70,7 @@ def max_steps() -> int:
     return settings.PREVIOUSLY_AGENT_MAX_STEPS
 
 
-# --- starting a run --------------------------------------------------------------------------
-
-
-def start_run(
-    *, profile: Profile, slice_: Slice | None, trigger: str, note: str = "", request: str = ""
-) -> EvolutionRun:
-    """Record a queued run and hand it to the task backend (never runs on the caller's path)."""
-    from previously.agent.tasks import evolve_card
-
-    run = create_run(profile=profile, slice_=slice_, trigger=trigger, note=note, request=request)
-    evolve_card.enqueue(run.pk)
-    return run
+# --- recording a run (lifecycle starts them) ----------------------------------------------
 
 
 def create_run(
@@ -117,6 +105,14 @@ def _request(run: EvolutionRun) -> str:
 # --- the task body ---------------------------------------------------------------------------
 
 
+@task()
+def evolve_card(run_id: int) -> str:
+    """The task that carries out one queued run (`lifecycle.start_run` queues it); returns its
+    final status."""
+    return execute_run(run_id).status
+
+
+
 def execute_run(run_id: int, *, provider: Provider | None = None) -> EvolutionRun:
     """Carry out one queued run to its end: skipped, changed, unchanged or failed."""
     # Claim the run: a re-delivered task (or a second worker) finds it taken and stops.
@@ -130,8 +126,6 @@ def execute_run(run_id: int, *, provider: Provider | None = None) -> EvolutionRu
     if provider.offline:
         return skip_run(run, NO_MODEL)
     if run.trigger == EvolutionRun.Trigger.SLICE_CLOSE and run.slice is not None:
-        from previously.agent.analyzer import worth_evolving
-
         verdict = worth_evolving(run.slice, provider=provider)
         if verdict.failed:
             run.steps = [*run.steps, {"at": timezone.now().isoformat(), "event": "note", "note": ANALYZER_FAILED}]
@@ -193,41 +187,6 @@ def _fail(run: EvolutionRun, error: str) -> EvolutionRun:
     return run
 
 
-INTERRUPTED = "interrupted before it finished — the card is unchanged"
-RETRIES = 1  # a run its worker died under is queued again once, then left failed
-
-
-def fail_stale_runs(*, older_than: timedelta = timedelta(minutes=15)) -> int:
-    """Runs a dead process left queued or running are marked failed (their card is
-    untouched: nothing is written before the final commit) and queued again once."""
-    from previously.agent.tasks import evolve_card
-
-    cutoff = timezone.now() - older_than
-    stale = EvolutionRun.objects.filter(
-        Q(status=EvolutionRun.Status.QUEUED, created_at__lt=cutoff)
-        | Q(status=EvolutionRun.Status.RUNNING, started_at__lt=cutoff)
-        | Q(status=EvolutionRun.Status.RUNNING, started_at__isnull=True, created_at__lt=cutoff)
-    )
-    count = 0
-    for run in stale:
-        with transaction.atomic():
-            updated = EvolutionRun.objects.filter(pk=run.pk, status=run.status).update(
-                status=EvolutionRun.Status.FAILED, error=INTERRUPTED, finished_at=timezone.now()
-            )
-        if not updated:
-            continue  # it finished (or another checker took it) meanwhile
-        count += 1
-        run.refresh_from_db()
-        emit(run, "failed", error=INTERRUPTED)
-        retried = sum(1 for s in run.steps if s.get("event") == "retry")
-        if retried < RETRIES:
-            run.steps = [*run.steps, {"at": timezone.now().isoformat(), "event": "retry", "attempts": run.attempts}]
-            run.status, run.error, run.finished_at = EvolutionRun.Status.QUEUED, "", None
-            run.save(update_fields=["steps", "status", "error", "finished_at"])
-            evolve_card.enqueue(run.pk)
-    return count
-
-
 # --- the loop ---------------------------------------------------------------------------------
 
 
@@ -278,7 +237,7 @@ def _loop(run: EvolutionRun, ctx: tools.Context, provider: Provider) -> int:
     return limit
 
 
-def briefing(run: EvolutionRun, card: cardlib.Card) -> str:
+def briefing(run: EvolutionRun, card: Card) -> str:
     """The run's first user message: trigger, date, card with usage and flags, the slice."""
     profile = run.profile
     tz = run.slice.tz if run.slice else "UTC"
@@ -288,17 +247,17 @@ def briefing(run: EvolutionRun, card: cardlib.Card) -> str:
     note = _note(run)
     if note:
         parts.append(f"Note: {note}")
-    parts.append("Card usage:\n" + cardlib.usage(card))
-    found = cardlib.flags(card, today=today)
+    parts.append("Card usage:\n" + usage(card))
+    found = flags(card, today=today)
     parts.append("Flagged items:\n" + ("\n".join(f"- {f.message}" for f in found) if found else "(none)"))
-    if cardlib.detect_format(stored) == "legacy":
+    if detect_format(stored) == "legacy":
         parts.append(
             "The stored card is in an older format and cannot be edited in place. Rebuild it in "
             "the v5 sections with the tools (you start from an empty card); keep what still "
             "matters, with refs to existing slices. The old card:\n<<<\n" + stored + "\n>>>"
         )
     else:
-        body = cardlib.render(card) if stored.strip() else "(empty card — nothing recorded yet)"
+        body = render(card) if stored.strip() else "(empty card — nothing recorded yet)"
         parts.append("Current card:\n" + body)
     recent = (
         profile.slices.order_by("-started_at").values_list("key", flat=True)[:RECENT_SLICES]

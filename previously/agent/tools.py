@@ -14,7 +14,7 @@ from typing import Any
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 
-from memory import card as cardlib
+from memory.card import Card, RefsResolver, apply_tool
 from memory.card.format import is_ref
 from memory.card.mutations import TOOLS as MUTATIONS
 from memory.card.mutations import tool_arguments
@@ -81,8 +81,8 @@ class Context:
     """What a run's tools act on; the profile comes from the run, never from arguments."""
 
     profile: Profile
-    card: cardlib.Card
-    refs_exist: cardlib.RefsResolver
+    card: Card
+    refs_exist: RefsResolver
     accepted: list[tuple[str, dict]] = field(default_factory=list)
     summary: str | None = None  # set by finish
 
@@ -149,7 +149,7 @@ def dispatch(ctx: Context, name: str, raw_arguments: str) -> Outcome:
 
 def _mutation_handler(name: str) -> Callable[[Context, dict], Outcome]:
     def handle(ctx: Context, arguments: dict) -> Outcome:
-        result = cardlib.apply_tool(ctx.card, name, arguments, refs_exist=ctx.refs_exist)
+        result = apply_tool(ctx.card, name, arguments, refs_exist=ctx.refs_exist)
         if result.accepted:
             ctx.card = result.card
             ctx.accepted.append((name, arguments))

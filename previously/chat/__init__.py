@@ -1,1 +1,5 @@
-"""The chat: page, websocket turn, recall-backed prompt assembly (issue 3)."""
+"""The chat over its websocket (issue 3): consumer -> proactive sends -> turn -> prompt, markers.
+
+The chat page over plain HTTP is previously.pages.chat; pushing to open pages is
+previously.push.
+"""

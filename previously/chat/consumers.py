@@ -1,9 +1,9 @@
 """The chat websocket (STYLE 8: a view for sockets): authenticate, parse the frame, hand it on.
 
-Channel-layer group: ``profile-<profile pk>`` (see `group_name`). Background work (card
-evolution, …) pushes to the page with
-``channel_layer.group_send(group_name(profile), {"type": "page.event", "html": "<…hx-swap-oob…>"})``;
-the html is sent as is and htmx swaps it out-of-band. That is the only event type handled.
+Each socket joins its profile's group (`previously.push.profile_group`). Background work
+(card evolution, proactive lines, …) pushes to the page with `previously.push.push(profile,
+html)` — a ``{"type": "page.event", "html": "<…hx-swap-oob…>"}`` message; the html is sent as
+is and htmx swaps it out-of-band. That is the only event type handled.
 """
 
 import asyncio
@@ -15,14 +15,11 @@ from channels.generic.websocket import AsyncWebsocketConsumer
 from memory.models import Profile
 from previously.chat import turn
 from previously.chat.db import db_call
+from previously.chat.proactive import should_welcome_back, welcome_back_task
+from previously.push import profile_group
 
 log = logging.getLogger(__name__)
 TURN_DRAIN_SECONDS = 120
-
-
-def group_name(profile: Profile | int) -> str:
-    """The channel-layer group of a profile's open chat pages."""
-    return f"profile-{profile if isinstance(profile, int) else profile.pk}"
 
 
 @db_call
@@ -33,12 +30,9 @@ def _owned_profile(user, key: str) -> Profile | None:
 @db_call
 def _welcome_back_if_away(profile: Profile) -> None:
     """K15: a page opened after a long gap queues a message written first (off this path)."""
-    from previously.agent.tasks import welcome_back
-    from previously.proactive import should_welcome_back
-
     try:
         if should_welcome_back(profile):
-            welcome_back.enqueue(profile.pk)
+            welcome_back_task.enqueue(profile.pk)
     except Exception:  # noqa: BLE001 - never in the way of opening the chat
         log.exception("welcome-back check failed for profile %s", profile.pk)
 
@@ -58,7 +52,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if self.profile is None:  # not this user's profile (P2): same answer as a missing one
             await self.close(code=4403)
             return
-        self.group = group_name(self.profile)
+        self.group = profile_group(self.profile)
         await self.channel_layer.group_add(self.group, self.channel_name)
         await self.accept()
         await _welcome_back_if_away(self.profile)

@@ -1,7 +1,7 @@
 """The turn (DESIGN "The turn"): archive → recall → prompt → stream → archive → markers.
 
 The consumer only parses frames and hands them here with a `send(html)` coroutine;
-every frame sent is a rendered partial of chat.html swapped out-of-band by htmx.
+every frame sent is a rendered partial of templates/chat/chat.html swapped out-of-band by htmx.
 Database work runs in the small sync helpers below, through `db_call` (previously/chat/db.py).
 """
 
@@ -12,25 +12,27 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime
 
+from asgiref.sync import async_to_sync
 from django.db import connection
 from django.db.models import Q
+from django.tasks import task
 from django.template.loader import render_to_string
 from django.utils import timezone
 
 from memory.archive import MidConflict, archive_message
-from memory.cards import injected_card_for
+from memory.card.store import injected_card_for
 from memory.clock import LocalClock, local_clock
 from memory.curation import HighlightRefused, add_highlight
 from memory.models import Highlight, Message, Profile, Slice
 from memory.models.archive import USER_MID_RE
 from memory.recall import recall
 from memory.recall.context import Recalled
-from previously.agent.analyzer import after_reply
 from previously.agent.briefing import arrival_briefing
-from previously.agent.lifecycle import slice_closed
+from previously.agent.lifecycle import after_reply, archive_line
 from previously.chat import markers, prompt
 from previously.chat.db import db_call
 from previously.llm import ProviderError, get_provider
+from previously.push import apush
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +82,7 @@ def assistant_mid() -> str:
 # --- rendering ---------------------------------------------------------------------------
 
 def render(partial: str, **context) -> str:
-    return render_to_string(f"chat.html#{partial}", context)
+    return render_to_string(f"chat/chat.html#{partial}", context)
 
 
 def render_message(
@@ -101,13 +103,11 @@ def notice(text: str, *, level: str = "error") -> str:
 
 @db_call
 def _archive_user(profile: Profile, frame: UserFrame):
-    archived = archive_message(
-        profile=profile, mid=frame.mid, speaker=Message.Speaker.USER, content=frame.text,
-        tz=frame.tz, local_time=frame.local_time,
+    # A slice this line closes is snapshotted now; its evolution run is queued (K8, K10).
+    return archive_line(
+        archive_message, profile=profile, mid=frame.mid, speaker=Message.Speaker.USER,
+        content=frame.text, tz=frame.tz, local_time=frame.local_time,
     )
-    if archived.closed_slice is not None:
-        slice_closed(archived.closed_slice)  # snapshot now; the evolution run is queued (K8, K10)
-    return archived
 
 
 @db_call
@@ -327,6 +327,20 @@ async def handle_reply(profile: Profile, data: dict, send: Send) -> None:
         await send(render_message(existing, lang=lang, reply_to=user_message.mid))
         return
     await reply_to(profile, user_message, send, local_time=data.get("local_time") or None)
+
+
+@task()
+def reply_in_background(profile_id: int, mid: str) -> None:
+    """The reply to a line archived over plain HTTP (an image sent without JavaScript, A7): the
+    normal turn, its frames pushed to the profile's open pages; archived for the next load."""
+    profile = Profile.objects.filter(pk=profile_id).first()
+    if profile is None:
+        return
+
+    async def send(html: str) -> None:
+        await apush(profile, html)
+
+    async_to_sync(handle_reply)(profile, {"mid": mid}, send)
 
 
 async def handle_retry(profile: Profile, data: dict, send: Send) -> None:

@@ -11,6 +11,7 @@ from memory.curation import (
     link,
     propose_experience,
 )
+from memory.deletion import hide_message
 from memory.models import Experience, ExperienceHistory, Favourite, Highlight, Relation
 from tests.factories import (
     ExperienceFactory,
@@ -68,7 +69,7 @@ def test_a_message_of_another_profile_is_refused(profile):
 
 def test_a_hidden_message_cannot_be_highlighted(profile):
     message = MessageFactory(profile=profile, content="hello")
-    message.hide()
+    hide_message(message)
     with pytest.raises(HighlightRefused) as refused:
         add_highlight(profile=profile, message=message, text="hello", source="user")
     assert refused.value.code == "message_deleted"
@@ -157,7 +158,7 @@ def test_a_source_in_another_profile_counts_as_missing(profile):
 
 def test_a_hidden_source_counts_as_missing(profile):
     message = MessageFactory(profile=profile)
-    message.hide()
+    hide_message(message)
     with pytest.raises(ExperienceRefused):
         propose_experience(profile=profile, title="t", content="c", source_mids=[message.mid])
 
@@ -299,5 +300,5 @@ def test_a_marker_quote_found_in_no_candidate_is_refused(profile):
 def test_usable_highlights_exclude_those_of_hidden_messages(profile):
     kept = HighlightFactory(message=MessageFactory(profile=profile))
     hidden = HighlightFactory(message=MessageFactory(profile=profile))
-    hidden.message.hide()
+    hide_message(hidden.message)
     assert list(Highlight.objects.usable()) == [kept]

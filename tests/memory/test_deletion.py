@@ -14,9 +14,13 @@ from memory.deletion import (
     HasRefs,
     MessageNotFound,
     delete_message,
+    hard_delete_message,
+    hide_message,
+    message_refs,
     prune_tombstones,
     purge_soft_deleted,
     restore_records,
+    unhide_message,
 )
 from memory.models import (
     Experience,
@@ -47,15 +51,15 @@ def found(profile, text):
 
 def test_hiding_a_message_removes_it_from_recall(profile):
     message = say(profile, "c_0000000000000001", "我们去看海吧")
-    message.hide()
+    hide_message(message)
     assert found(profile, "看海") == []
     assert Message.objects.get(pk=message.pk).deleted_at is not None
 
 
 def test_unhiding_puts_a_message_back_into_recall(profile):
     message = say(profile, "c_0000000000000001", "我们去看海吧")
-    message.hide()
-    message.unhide()
+    hide_message(message)
+    unhide_message(message)
     assert found(profile, "看海") == [message.pk]
 
 
@@ -70,7 +74,7 @@ def test_hiding_twice_answers_already_hidden(profile):
 
 def test_an_unreferenced_message_is_deleted_for_good_with_a_tombstone(profile):
     message = say(profile, "c_0000000000000001", "secret 秘密")
-    result = message.hard_delete()
+    result = hard_delete_message(message)
     tomb = Tombstone.objects.get()
     assert result.status == "deleted" and result.tombstones == [("msg", message.mid)]
     assert (tomb.kind, tomb.object_id, tomb.content_hash) == ("msg", message.mid, message.content_hash)
@@ -80,14 +84,14 @@ def test_an_unreferenced_message_is_deleted_for_good_with_a_tombstone(profile):
 
 def test_after_a_hard_delete_recall_finds_nothing(profile):
     message = say(profile, "c_0000000000000001", "secret 秘密")
-    message.hard_delete()
+    hard_delete_message(message)
     assert found(profile, "secret 秘密") == []
     assert not RecallDocument.objects.exists()
 
 
 def test_the_tombstone_ttl_follows_the_setting(profile, settings):
     settings.PREVIOUSLY_TOMBSTONE_TTL_DAYS = 30
-    say(profile, "c_0000000000000001", "x").hard_delete()
+    hard_delete_message(say(profile, "c_0000000000000001", "x"))
     tomb = Tombstone.objects.get()
     assert tomb.expires_at - tomb.deleted_at == timedelta(days=30)
 
@@ -96,7 +100,7 @@ def test_a_referenced_message_is_refused_with_its_refs(profile):
     message = say(profile, "c_0000000000000001", "hello world")
     favourite = add_favourite(profile=profile, message=message, excerpt="world")
     with pytest.raises(HasRefs) as refused:
-        message.hard_delete()
+        hard_delete_message(message)
     refs = {(r["kind"], r["id"]) for r in refused.value.refs}
     assert refs == {("hl", favourite.highlight.hid), ("fav", str(favourite.pk))}
     assert Message.objects.filter(pk=message.pk).exists() and not Tombstone.objects.exists()
@@ -107,7 +111,7 @@ def test_refs_list_the_experiences_and_relations_a_forced_delete_would_take(prof
     experience = propose_experience(profile=profile, title="t", content="c", source_mids=[message.mid])
     highlight = add_favourite(profile=profile, message=message).highlight
     relation = link(profile=profile, from_item=highlight, to_item=experience, type="related")
-    kinds = {(r["kind"], r["id"]) for r in message.refs()}
+    kinds = {(r["kind"], r["id"]) for r in message_refs(message)}
     assert ("exp", experience.eid) in kinds and ("rel", relation.rid) in kinds
 
 
@@ -116,7 +120,7 @@ def test_a_forced_delete_cascades_and_tombstones_everything_it_removed(profile):
     experience = propose_experience(profile=profile, title="t", content="c", source_mids=[message.mid])
     highlight = add_favourite(profile=profile, message=message).highlight
     relation = link(profile=profile, from_item=highlight, to_item=experience, type="related")
-    result = message.hard_delete(force=True)
+    result = hard_delete_message(message, force=True)
     expected = {("msg", message.mid), ("hl", highlight.hid), ("exp", experience.eid), ("rel", relation.rid)}
     assert set(result.tombstones) == expected
     assert set(Tombstone.objects.values_list("kind", "object_id")) == expected
@@ -128,7 +132,7 @@ def test_an_experience_with_other_sources_only_loses_the_citation(profile):
     gone = say(profile, "c_0000000000000001", "one")
     kept = say(profile, "c_0000000000000002", "two")
     experience = propose_experience(profile=profile, title="t", content="c", source_mids=[gone.mid, kept.mid])
-    result = gone.hard_delete(force=True)
+    result = hard_delete_message(gone, force=True)
     experience.refresh_from_db()
     assert result.uncited == [experience.eid]
     assert experience.source_mids == [kept.mid]
@@ -143,7 +147,7 @@ def test_a_relation_of_an_uncited_experience_survives(profile):
     a = propose_experience(profile=profile, title="a", content="c", source_mids=[gone.mid, kept.mid])
     b = propose_experience(profile=profile, title="b", content="c", source_mids=[kept.mid])
     relation = link(profile=profile, from_item=a, to_item=b, type="follows")
-    gone.hard_delete(force=True)
+    hard_delete_message(gone, force=True)
     assert Relation.objects.filter(pk=relation.pk).exists()
 
 
@@ -155,8 +159,8 @@ def test_deleting_again_answers_already_gone(profile):
 
 def test_a_stale_message_object_answers_already_gone(profile):
     message = say(profile, "c_0000000000000001", "x")
-    Message.objects.get(pk=message.pk).hard_delete()
-    assert message.hard_delete().already_gone
+    hard_delete_message(Message.objects.get(pk=message.pk))
+    assert hard_delete_message(message).already_gone
 
 
 def test_an_unknown_mid_without_tombstone_is_not_found(profile):
@@ -166,8 +170,8 @@ def test_an_unknown_mid_without_tombstone_is_not_found(profile):
 
 def test_a_hidden_message_can_be_deleted_for_good(profile):
     message = say(profile, "c_0000000000000001", "x")
-    message.hide()
-    assert message.hard_delete().status == "deleted"
+    hide_message(message)
+    assert hard_delete_message(message).status == "deleted"
 
 
 def test_hard_delete_removes_the_stored_attachment_file(profile, settings, tmp_path, django_capture_on_commit_callbacks):
@@ -180,7 +184,7 @@ def test_hard_delete_removes_the_stored_attachment_file(profile, settings, tmp_p
         message_type="image", attachment={"path": path, "thumb": thumb},
     ).message
     with django_capture_on_commit_callbacks(execute=True):
-        message.hard_delete()
+        hard_delete_message(message)
     assert not default_storage.exists(path) and not default_storage.exists(thumb)
 
 
@@ -193,7 +197,7 @@ def test_hard_delete_never_touches_a_file_outside_the_profiles_folder(profile, s
         message_type="image", attachment={"path": other},
     ).message
     with django_capture_on_commit_callbacks(execute=True):
-        message.hard_delete()
+        hard_delete_message(message)
     assert default_storage.exists(other)
 
 
@@ -201,7 +205,7 @@ def test_hard_delete_never_touches_a_file_outside_the_profiles_folder(profile, s
 
 
 def test_purge_dry_run_counts_and_writes_nothing(profile):
-    say(profile, "c_0000000000000001", "x").hide()
+    hide_message(say(profile, "c_0000000000000001", "x"))
     RelationFactory(profile=profile, deleted_at=timezone.now())
     report = purge_soft_deleted(dry_run=True)
     assert (report.selected["msg"], report.selected["rel"]) == (1, 1)
@@ -211,7 +215,7 @@ def test_purge_dry_run_counts_and_writes_nothing(profile):
 
 def test_purge_hard_deletes_soft_deleted_rows_with_tombstones(profile):
     message = say(profile, "c_0000000000000001", "x")
-    message.hide()
+    hide_message(message)
     experience = ExperienceFactory(profile=profile, deleted_at=timezone.now())
     report = purge_soft_deleted(batch=1)
     assert report.tombstones["msg"] == 1 and report.tombstones["exp"] == 1
@@ -226,15 +230,15 @@ def test_purge_keeps_live_rows(profile):
 
 def test_purge_respects_profile_and_before(profile):
     old = say(profile, "c_0000000000000001", "old")
-    old.hide(at=timezone.now() - timedelta(days=10))
-    say(profile, "c_0000000000000002", "new").hide()
+    hide_message(old, at=timezone.now() - timedelta(days=10))
+    hide_message(say(profile, "c_0000000000000002", "new"))
     purge_soft_deleted(profile=profile, before=timezone.now() - timedelta(days=1))
     assert list(Message.objects.values_list("mid", flat=True)) == ["c_0000000000000002"]
 
 
 def test_keeping_restores_a_message_into_recall(profile):
     message = say(profile, "c_0000000000000001", "我们去看海吧")
-    message.hide()
+    hide_message(message)
     assert restore_records(Message.objects.all()) == 1
     assert found(profile, "看海") == [message.pk]
 

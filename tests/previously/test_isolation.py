@@ -18,6 +18,7 @@ from django.contrib.contenttypes.models import ContentType
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from django.urls.resolvers import RegexPattern
 
+from memory.card import Card as ParsedCard
 from memory.models import (
     Card,
     CardSnapshot,
@@ -241,10 +242,10 @@ async def test_every_websocket_route_refuses_b_with_a_key_p2(world):
 
 
 def _ctx_for_b(world) -> tools.Context:
-    from memory.cards import refs_resolver
+    from memory.card.store import refs_resolver
 
     bob_profile = Profile.objects.get(user=world["bob"], key="owner")
-    return tools.Context(profile=bob_profile, card=tools.cardlib.Card(), refs_exist=refs_resolver(bob_profile))
+    return tools.Context(profile=bob_profile, card=ParsedCard(), refs_exist=refs_resolver(bob_profile))
 
 
 def test_the_agents_tools_cannot_reach_another_profile_whatever_the_arguments_p2(world):

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from memory.recall.batch import ProtocolError, retrieve_batch
+from memory.retrieve_batch import ProtocolError, retrieve_batch
 
 
 class Command(BaseCommand):

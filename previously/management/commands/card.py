@@ -7,9 +7,11 @@ from pathlib import Path
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
+from memory.card.store import card_at, live_card
 from memory.card.validate import violations
-from memory.cards import card_at, live_card
 from memory.models import EvolutionRun, Profile, Slice
+from previously.agent.events import listening
+from previously.agent.lifecycle import run_now
 
 
 class Command(BaseCommand):
@@ -49,14 +51,10 @@ class Command(BaseCommand):
         self.stdout.write(text or "(empty card)\n", ending="")
 
     def _evolve(self, *, profile, user, slice, trigger, **_):
-        from previously.agent.events import listening
-        from previously.agent.evolve import create_run, execute_run
-
         prof = _profile(profile, user)
         slice_ = _slice(prof, slice) if slice else prof.slices.order_by("-started_at").first()
-        run = create_run(profile=prof, slice_=slice_, trigger=trigger)
         with listening(self._print_step):
-            run = execute_run(run.pk)
+            run = run_now(profile=prof, slice_=slice_, trigger=trigger)
         if run.status == EvolutionRun.Status.CHANGED:
             self.stdout.write(f"summary: {run.summary}\n{run.diff}")
         elif run.status == EvolutionRun.Status.UNCHANGED:

@@ -2,8 +2,7 @@
 
 from django.core.management.base import BaseCommand
 
-from previously.agent.evolve import fail_stale_runs
-from previously.agent.lifecycle import close_idle_slices
+from previously.agent.lifecycle import close_idle_slices, fail_stale_runs
 
 
 class Command(BaseCommand):

@@ -5,7 +5,7 @@ from datetime import datetime
 from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
-from previously.proactive import check_all
+from previously.chat.proactive import check_all
 
 
 class Command(BaseCommand):

@@ -3,8 +3,8 @@
 import pytest
 
 from memory.models import Card, EvolutionRun, SliceLogEntry
-from previously.agent.analyzer import after_reply, detect_request
-from previously.agent.lifecycle import slice_closed
+from previously.agent.analyzer import detect_request
+from previously.agent.lifecycle import after_reply, slice_closed
 from previously.llm import reset_provider
 from previously.llm.offline import Offline
 from tests.llm_server import Turn
@@ -146,7 +146,7 @@ def test_a_legacy_card_forces_a_run_without_asking(profile, llm_server, llm_prov
 
 
 def test_the_model_analyzer_can_be_switched_off(profile, settings, llm_server, llm_provider):
-    from previously.agent.analyzer import after_reply
+    from previously.agent.lifecycle import after_reply
     from tests.previously.agent.helpers import make_slice
 
     settings.PREVIOUSLY_TURN_ANALYZER_MODEL = False

@@ -5,7 +5,7 @@ import threading
 import pytest
 from django.db import connections
 
-from memory import card as cardlib
+from memory.card import parse
 from memory.models import Card, EvolutionRun
 from previously.agent.evolve import create_run, execute_run
 from previously.llm import Completion, ToolCall, reset_provider
@@ -69,6 +69,6 @@ def test_two_concurrent_runs_on_one_profile_both_land():
     assert {r.status for r in results.values()} == {EvolutionRun.Status.CHANGED}
     stored = Card.objects.get(profile=profile)
     assert stored.version == 2
-    assert sorted(n.text for n in cardlib.parse(stored.text).now) == ["Painting", "Running"]
+    assert sorted(n.text for n in parse(stored.text).now) == ["Painting", "Running"]
     rebased = [r for r in results.values() if r.steps[-1].get("rebased")]
     assert len(rebased) == 1

@@ -7,10 +7,10 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
 from memory.models import EvolutionRun
-from previously.agent.events import profile_group
 from previously.agent.evolve import create_run, execute_run
 from previously.llm import reset_provider
 from previously.llm.offline import Offline
+from previously.push import profile_group
 from tests.llm_server import Turn
 from tests.previously.agent.helpers import make_slice
 

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from memory import card as cardlib
+from memory.card import parse, usage
 from memory.models import Card, CardSnapshot, EvolutionRun, SliceLogEntry
 from previously.agent.evolve import create_run, execute_run
 from tests.llm_server import Turn
@@ -59,7 +59,7 @@ def test_refusals_reach_the_model_and_the_corrected_writes_land(profile, llm_ser
     assert "portrait is 2504 chars, limit 2400 — compress and retry" in tool_messages(second)[0]
     assert tool_messages(second)[0].startswith("refused: ")
     assert "refs are required" in tool_messages(third)[-1]
-    card = cardlib.parse(Card.objects.get(profile=profile).text)
+    card = parse(Card.objects.get(profile=profile).text)
     assert card.portrait == "Mei is learning pottery."
     assert [(n.text, n.refs) for n in card.now] == [("Pottery class on Tuesdays", (REF,))]
     assert [(i.field, i.value) for i in card.identity] == [("Name", "Mei")]
@@ -92,8 +92,8 @@ def test_the_model_sees_usage_flags_and_the_slice(profile, llm_server, llm_provi
     execute_run(create_run(profile=profile, slice_=slice_, trigger="manual").pk)
 
     briefing = llm_server.requests[0]["messages"][1]["content"]
-    card = cardlib.parse(SEED_CARD)
-    assert cardlib.usage(card) in briefing
+    card = parse(SEED_CARD)
+    assert usage(card) in briefing
     assert "Flagged items:" in briefing
     assert f"Past portrait chars {len(card.portrait)}/2400" in briefing
     assert "The speech went great!" in briefing
@@ -235,7 +235,7 @@ def test_runs_interrupted_by_a_dead_process_are_marked_failed(profile):
 
     from django.utils import timezone
 
-    from previously.agent.evolve import fail_stale_runs
+    from previously.agent.lifecycle import fail_stale_runs
 
     run = create_run(profile=profile, slice_=None, trigger="manual")
     # Already retried once (tests/previously/agent/test_faults.py covers the retry itself).

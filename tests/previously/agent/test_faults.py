@@ -10,7 +10,8 @@ from django.utils import timezone
 
 from memory.archive import archive_message
 from memory.models import Card, EvolutionRun, Message
-from previously.agent.evolve import INTERRUPTED, create_run, fail_stale_runs
+from previously.agent.evolve import create_run
+from previously.agent.lifecycle import INTERRUPTED, fail_stale_runs
 from tests.factories import ProfileFactory
 from tests.llm_server import Turn
 from tests.previously.agent.helpers import make_slice, set_card

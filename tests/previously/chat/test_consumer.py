@@ -15,9 +15,9 @@ from django.db import DatabaseError
 from memory.archive import archive_message
 from memory.models import Highlight, Message
 from previously.chat import turn
-from previously.chat.consumers import group_name
 from previously.llm import reset_provider
 from previously.llm.offline import Offline
+from previously.push import profile_group
 from previously.routing import websocket_urlpatterns
 from tests.factories import ProfileFactory, UserFactory
 from tests.llm_server import Turn
@@ -240,5 +240,5 @@ async def test_offline_replies_may_quote_the_current_conversation_l2(connect, us
 
 async def test_page_events_of_the_profile_group_reach_the_page(connect, user, profile):
     chat = await connect(user)
-    await get_channel_layer().group_send(group_name(profile), {"type": "page.event", "html": '<div id="card-status" hx-swap-oob="true">evolving</div>'})
+    await get_channel_layer().group_send(profile_group(profile), {"type": "page.event", "html": '<div id="card-status" hx-swap-oob="true">evolving</div>'})
     assert "evolving" in await chat.ws.receive_from()

@@ -12,6 +12,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 from PIL import Image
 
+from memory.deletion import hard_delete_message
 from memory.models import Message
 from previously.llm import reset_provider
 from previously.llm.openai_compat import OpenAICompatible
@@ -166,7 +167,7 @@ def test_hard_delete_removes_the_file_and_its_thumbnail_d2(logged_in, profile, d
     message = Message.objects.get(mid=new_mid(1))
     paths = [message.attachment["path"], message.attachment["thumb"]]
     with django_capture_on_commit_callbacks(execute=True):
-        message.hard_delete()
+        hard_delete_message(message)
     assert not Message.objects.exists()
     assert not any(default_storage.exists(p) for p in paths)
 

@@ -12,7 +12,7 @@ from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
 
 from memory.archive import archive_message
-from previously.chat.consumers import group_name
+from previously.push import profile_group
 from previously.routing import websocket_urlpatterns
 from previously.settings import redis_channel_layer
 from tests.previously.chat.conftest import new_mid
@@ -68,7 +68,7 @@ async def test_a_redis_restart_loses_and_duplicates_nothing_after_reconnect(redi
     page = WebsocketCommunicator(URLRouter(websocket_urlpatterns), "/ws/chat/owner/")
     page.scope["user"] = user
     assert (await page.connect())[0]
-    await get_channel_layer().group_send(group_name(profile), {"type": "page.event", "html": "<p>event 1</p>"})
+    await get_channel_layer().group_send(profile_group(profile), {"type": "page.event", "html": "<p>event 1</p>"})
     assert "event 1" in await page.receive_from(timeout=5)
 
     redis_layer.stop()  # Redis goes away: page events cannot travel; the archive is the database
@@ -86,7 +86,7 @@ async def test_a_redis_restart_loses_and_duplicates_nothing_after_reconnect(redi
     got = [await again.ws.receive_from(timeout=10) for _ in range(2)]
     assert await again.ws.receive_nothing(timeout=0.5)
     assert [new_mid(2) in f for f in got] == [True, False] and new_mid(3) in got[1]
-    await get_channel_layer().group_send(group_name(profile), {"type": "page.event", "html": "<p>event 2</p>"})
+    await get_channel_layer().group_send(profile_group(profile), {"type": "page.event", "html": "<p>event 2</p>"})
     assert "event 2" in await again.ws.receive_from(timeout=5)
 
 
@@ -98,7 +98,7 @@ async def test_an_idle_page_on_the_redis_layer_stays_connected(redis_layer, user
     page.scope["user"] = user
     assert (await page.connect())[0]
     assert await page.receive_nothing(timeout=7)  # no close frame, no error
-    await get_channel_layer().group_send(group_name(profile), {"type": "page.event", "html": "<p>still here</p>"})
+    await get_channel_layer().group_send(profile_group(profile), {"type": "page.event", "html": "<p>still here</p>"})
     assert "still here" in await page.receive_from(timeout=5)
     await page.disconnect()
 

@@ -1,0 +1,79 @@
+"""The server process's periodic housekeeping (S1): close idle slices every minute; every
+PREVIOUSLY_PROACTIVE_CHECK_SECONDS, queue the proactive check (K15: due Horizon items).
+
+Started once per process by the ASGI application on its first connection (never by
+management commands or tests); `manage.py close_idle_slices` does the same by hand.
+"""
+
+import logging
+import threading
+import time
+
+from django.conf import settings
+from django.db import close_old_connections, connections
+
+from previously.agent.lifecycle import close_idle_slices, fail_stale_runs
+from previously.chat.proactive import proactive_check
+
+log = logging.getLogger(__name__)
+_started = threading.Event()
+_lock = threading.Lock()
+
+
+def start_idle_check() -> bool:
+    """Start the housekeeping loop once per process; False when off or already running."""
+    period = settings.PREVIOUSLY_IDLE_CHECK_SECONDS
+    proactive = settings.PREVIOUSLY_PROACTIVE_CHECK_SECONDS
+    if (period <= 0 and proactive <= 0) or _started.is_set():
+        return False
+    with _lock:
+        if _started.is_set():
+            return False
+        _started.set()
+    threading.Thread(target=_loop, args=(period, proactive), name="previously-idle-check", daemon=True).start()
+    return True
+
+
+def run_idle_check() -> int:
+    """One pass: close idle slices (each queues its evolution run), fail runs a dead process left."""
+    closed = close_idle_slices()
+    failed = fail_stale_runs()
+    if closed or failed:
+        log.info("idle check: closed %d slice(s), marked %d stale run(s) failed", len(closed), failed)
+    return len(closed)
+
+
+def run_proactive_check() -> None:
+    """Queue one proactive pass (a task: model calls stay off this loop)."""
+    proactive_check.enqueue()
+
+
+def _loop(period: int, proactive: int = 0) -> None:
+    stop = threading.Event()
+    tick = min(p for p in (period, proactive) if p > 0)
+    due = {"idle": time.monotonic() + period, "proactive": time.monotonic() + proactive}
+    jobs = [("idle", period, run_idle_check), ("proactive", proactive, run_proactive_check)]
+    while not stop.wait(tick):
+        close_old_connections()
+        try:
+            for name, every, job in jobs:
+                if every > 0 and time.monotonic() >= due[name]:
+                    due[name] = time.monotonic() + every
+                    try:
+                        job()
+                    except Exception:  # noqa: BLE001 - the next pass retries; the server keeps serving
+                        log.exception("%s check failed", name)
+        finally:
+            connections.close_all()
+
+
+class StartsHousekeeping:
+    """ASGI wrapper: the first connection to this server process starts the idle check."""
+
+    def __init__(self, app):
+        self.app = app
+
+    async def __call__(self, scope, receive, send):
+        if not _started.is_set():
+            start_idle_check()
+        return await self.app(scope, receive, send)

@@ -1,0 +1,1 @@
+"""The archive page: browse and search the whole archive (A4)."""

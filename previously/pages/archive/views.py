@@ -1,0 +1,109 @@
+"""The archive (A4): browse and search the profile's whole archive, Chinese and English.
+
+Search goes through the production ranking (`rank_messages`, SPEC R2) for relevance, with
+a "newest first" order over the same hits; without a query the archive is browsed newest
+first with keyset pagination. Either way a page costs a bounded number of queries, whatever
+the archive's size: hits are capped at MAX_HITS and pages are cut from them (bounded offset).
+"""
+
+import dataclasses
+from datetime import UTC, datetime, time, timedelta
+
+from django.contrib.auth.decorators import login_required
+from django.db.models import Q
+from django.shortcuts import render
+
+from memory.models import Message
+from memory.recall.rank import DEFAULT_CONFIG, rank_messages
+from previously.pages.archive.forms import ArchiveSearchForm
+from previously.pages.current_profile import current_profile
+
+PAGE_SIZE = 25
+MAX_HITS = 500
+# The production ranking, minus spreading to ±1 neighbours: a search result must match.
+SEARCH_CONFIG = dataclasses.replace(DEFAULT_CONFIG, n_candidates=MAX_HITS, neighbour_weight=0.0)
+
+
+def filtered(profile, *, speaker: str = "", date_from=None, date_to=None):
+    """The profile's live lines said by `speaker`, on the user's local days in [from, to].
+
+    Local days are the `local_day_key` column; a ±1 day window on `created_at` lets the
+    (profile, created_at) index do the narrowing first. Imported lines without a local day
+    fall back to their UTC date."""
+    lines = Message.objects.for_profile(profile).live()
+    if speaker:
+        lines = lines.filter(speaker=speaker)
+    if date_from:
+        start = datetime.combine(date_from, time.min, tzinfo=UTC)
+        lines = lines.filter(created_at__gte=start - timedelta(days=1)).filter(
+            Q(local_day_key__gte=date_from.isoformat()) | Q(local_day_key="", created_at__gte=start)
+        )
+    if date_to:
+        end = datetime.combine(date_to + timedelta(days=1), time.min, tzinfo=UTC)
+        lines = lines.filter(created_at__lt=end + timedelta(days=1)).filter(
+            Q(local_day_key__lte=date_to.isoformat(), local_day_key__gt="") | Q(local_day_key="", created_at__lt=end)
+        )
+    return lines
+
+
+def search_page(lines, *, profile_id: int, query: str, sort: str, page: int) -> tuple[list[Message], int, int]:
+    """One page of hits for `query` among `lines`: (messages, total hits (≤ MAX_HITS), page)."""
+    hits = rank_messages(profile_id=profile_id, query=query, limit=MAX_HITS, config=SEARCH_CONFIG)
+    rank = {h.message_id: i for i, h in enumerate(hits)}
+    kept = list(lines.filter(id__in=rank).values_list("id", "created_at"))
+    if sort == "newest":
+        kept.sort(key=lambda row: (row[1], row[0]), reverse=True)
+    else:
+        kept.sort(key=lambda row: rank[row[0]])
+    pages = max(1, -(-len(kept) // PAGE_SIZE))
+    page = min(max(page, 1), pages)
+    ids = [pk for pk, _ in kept[(page - 1) * PAGE_SIZE : page * PAGE_SIZE]]
+    rows = Message.objects.filter(id__in=ids).select_related("slice").in_bulk()
+    return [rows[pk] for pk in ids if pk in rows], len(kept), page
+
+
+def browse_page(lines, *, profile, before: str = "") -> tuple[list[Message], str]:
+    """Up to PAGE_SIZE lines, newest first, older than the line `before` (keyset on created_at, id);
+    and the mid to continue from ('' at the end)."""
+    if before:
+        anchor = Message.objects.for_profile(profile).filter(mid=before).values("created_at", "id").first()
+        if anchor is None:
+            return [], ""
+        lines = lines.filter(
+            Q(created_at__lt=anchor["created_at"]) | Q(created_at=anchor["created_at"], id__lt=anchor["id"])
+        )
+    rows = list(lines.select_related("slice").order_by("-created_at", "-id")[: PAGE_SIZE + 1])
+    more = len(rows) > PAGE_SIZE
+    rows = rows[:PAGE_SIZE]
+    return rows, (rows[-1].mid if more and rows else "")
+
+
+@login_required
+def archive(request):
+    """Search or browse the archive; each line opens its conversation with the line in view."""
+    profile = current_profile(request)
+    form = ArchiveSearchForm(request.GET)
+    context = {"profile": profile, "form": form, "lines": [], "query": "", "next_before": "", "total": 0}
+    if form.is_valid():
+        data = form.cleaned_data
+        lines = filtered(profile, speaker=data["speaker"], date_from=data["date_from"], date_to=data["date_to"])
+        query = data["q"].strip()
+        params = request.GET.copy()
+        for key in ("page", "before", "profile"):
+            params.pop(key, None)
+        context.update(query=query, sort=data["sort"] or "relevance", base_query=params.urlencode())
+        if query:
+            try:
+                page = int(request.GET.get("page", "1"))
+            except ValueError:
+                page = 1
+            found, total, page = search_page(
+                lines, profile_id=profile.pk, query=query, sort=context["sort"], page=page
+            )
+            context.update(lines=found, total=total, page=page, pages=max(1, -(-total // PAGE_SIZE)),
+                           capped=total >= MAX_HITS, max_hits=MAX_HITS)
+        else:
+            found, next_before = browse_page(lines, profile=profile, before=request.GET.get("before", ""))
+            context.update(lines=found, next_before=next_before, browsing=True)
+    template = "archive/archive.html#results" if request.htmx and not request.htmx.boosted else "archive/archive.html"
+    return render(request, template, context)

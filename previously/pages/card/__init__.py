@@ -1,0 +1,1 @@
+"""The card page (K12) and the beliefs page."""

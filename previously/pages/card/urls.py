@@ -1,0 +1,8 @@
+from django.urls import path
+
+from previously.pages.card import views
+
+urlpatterns = [
+    path("card/", views.card_page, name="card"),
+    path("beliefs/", views.beliefs, name="beliefs"),
+]

@@ -1,0 +1,13 @@
+from django.urls import path
+
+from previously.pages.chat import views
+
+urlpatterns = [
+    path("", views.chat, name="home"),
+    path("chat/older/", views.older, name="chat_older"),
+    path("chat/new/", views.new_conversation, name="new_conversation"),
+    path("chat/image/", views.upload_image, name="chat_image_upload"),
+    path("chat/proactive/", views.proactive_switch, name="chat_proactive"),
+    path("images/<int:pk>/", views.image, name="chat_image"),
+    path("images/<int:pk>/thumb/", views.image, {"thumb": True}, name="chat_image_thumb"),
+]

@@ -1,0 +1,170 @@
+"""The chat page (function views branching on request.htmx, STYLE 5-7)."""
+
+from django.conf import settings
+from django.contrib.auth.decorators import login_required
+from django.core.files.storage import default_storage
+from django.db.models import Q
+from django.http import FileResponse, Http404, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from memory.archive import MidConflict
+from memory.images import ImageRefused, store_image_message, stored_path
+from memory.models import Message, Profile
+from memory.models.archive import USER_MID_RE
+from previously.agent.lifecycle import archive_line
+from previously.agent.lifecycle import new_conversation as start_new_conversation
+from previously.chat.turn import reply_in_background
+from previously.llm import get_provider
+from previously.pages.current_profile import current_profile
+
+PAGE_SIZE = 30
+
+
+def archive_page(profile: Profile, *, before: str | None = None) -> tuple[list[Message], str | None]:
+    """Up to PAGE_SIZE live lines before the line `before` (keyset on created_at, id), oldest first,
+    and the mid to ask for the next older page (None when there is none)."""
+    lines = Message.objects.for_profile(profile).live()
+    if before:
+        anchor = lines.filter(mid=before).values("created_at", "id").first()
+        if anchor is None:
+            return [], None
+        lines = lines.filter(
+            Q(created_at__lt=anchor["created_at"]) | Q(created_at=anchor["created_at"], id__lt=anchor["id"])
+        )
+    rows = list(lines.order_by("-created_at", "-id")[: PAGE_SIZE + 1])
+    more = len(rows) > PAGE_SIZE
+    page = rows[:PAGE_SIZE][::-1]
+    _mark_retryable(page)
+    return page, (page[0].mid if more and page else None)
+
+
+def _mark_retryable(page: list[Message]) -> None:
+    """A failed reply offers retry when its user line is on the page and no reply followed it."""
+    last_user = ""
+    for i, message in enumerate(page):
+        message.reply_to, message.can_retry = "", False
+        if message.speaker == Message.Speaker.USER:
+            last_user = message.mid
+        elif message.status == Message.Status.FAILED and last_user:
+            following = page[i + 1] if i + 1 < len(page) else None
+            message.reply_to = last_user
+            message.can_retry = following is None or following.speaker == Message.Speaker.USER
+
+
+@login_required
+def chat(request):
+    profile = current_profile(request)
+    page, older_than = archive_page(profile, before=request.GET.get("before") or None)
+    context = {
+        "profile": profile,
+        "page": page,
+        "older_than": older_than,
+        "lang": profile.language,
+        "offline": get_provider().offline,
+        "image_max_bytes": settings.PREVIOUSLY_IMAGE_MAX_BYTES,
+    }
+    return render(request, "chat/chat.html", context)
+
+
+@login_required
+def older(request):
+    """The next older page of the archive, swapped in above the list ("load older")."""
+    profile = current_profile(request)
+    before = request.GET.get("before") or None
+    if not request.htmx:
+        return redirect(f"{reverse('home')}?before={before or ''}")
+    page, older_than = archive_page(profile, before=before)
+    context = {"page": page, "older_than": older_than, "lang": profile.language}
+    return render(request, "chat/chat.html#messages", context)
+
+
+@login_required
+@require_POST
+def new_conversation(request):
+    """Close the open slice, so the next message starts a new conversation (S1); its evolution
+    is queued (K10)."""
+    profile = current_profile(request)
+    start_new_conversation(profile)
+    if request.htmx:
+        return render(request, "chat/chat.html#divider", {"lang": profile.language})
+    return redirect(request.POST.get("next") or "home")
+
+
+def _refused(text: str, status: int) -> HttpResponse:
+    return HttpResponse(text, status=status, content_type="text/plain; charset=utf-8")
+
+
+@login_required
+@require_POST
+def upload_image(request):
+    """A7: an image message from the page (multipart, CSRF): check it by content, store it,
+    archive it as message_type=image. The page then asks the socket for the reply."""
+    profile = current_profile(request)
+    mid = request.POST.get("mid", "")
+    upload = request.FILES.get("image")
+    if not USER_MID_RE.match(mid):
+        return _refused("invalid message id: expected c_ and 16 hex digits", 400)
+    if upload is None:
+        return _refused("no image in the request", 400)
+    limit = settings.PREVIOUSLY_IMAGE_MAX_BYTES
+    if upload.size > limit:  # refused before reading it into memory
+        return _refused(f"image too large ({upload.size} bytes, limit {limit})", 413)
+    try:
+        # A slice it closes gets its snapshot and evolution, as for a text message.
+        archived = archive_line(
+            store_image_message, profile=profile, mid=mid, data=upload.read(), name=upload.name or "",
+            caption=request.POST.get("text", "").strip()[:8000],
+            tz=request.POST.get("tz") or None, local_time=request.POST.get("local_time") or None,
+        )
+    except ImageRefused as refused:
+        return _refused(refused.reason, refused.status)
+    except MidConflict as conflict:
+        return _refused(str(conflict), 409)
+    if not request.htmx:
+        # No JavaScript, so no socket to ask for the reply: the turn runs as a task and the
+        # reply is in the archive at the next load.
+        if archived.created:
+            reply_in_background.enqueue(profile.pk, mid)
+        return redirect("home")
+    response = render(
+        request, "chat/chat.html#appended", {"message": archived.message, "lang": profile.language},
+        status=201 if archived.created else 200,
+    )
+    response["X-Message-Mid"] = archived.message.mid
+    return response
+
+
+@login_required
+def image(request, pk: int, thumb: bool = False):
+    """An image message's file or thumbnail, only for the user whose profile it belongs to;
+    anyone else gets the same 404 as for a missing one (P2)."""
+    message = get_object_or_404(
+        Message.objects.live(), pk=pk, profile__user=request.user, message_type=Message.Type.IMAGE
+    )
+    attachment = message.attachment if isinstance(message.attachment, dict) else {}
+    path = stored_path(message, thumb=thumb)
+    if not path:
+        raise Http404("image file not migrated")
+    try:
+        f = default_storage.open(path, "rb")
+    except (OSError, ValueError):
+        raise Http404("image file missing") from None
+    content_type = "image/jpeg" if thumb else attachment.get("content_type") or "application/octet-stream"
+    response = FileResponse(f, content_type=content_type)
+    response["Cache-Control"] = "private, max-age=86400"
+    response["X-Content-Type-Options"] = "nosniff"
+    return response
+
+
+@login_required
+@require_POST
+def proactive_switch(request):
+    """K15: switch messages written first on or off for the current profile."""
+    profile = current_profile(request)
+    profile.proactive_enabled = request.POST.get("enabled") == "1"
+    profile.save(update_fields=["proactive_enabled"])
+    if request.htmx:
+        return render(request, "chat/chat.html#proactive_toggle", {"profile": profile, "lang": profile.language})
+    return redirect("home")

@@ -1,0 +1,107 @@
+"""Download a full export and upload one with a dry-run preview (SPEC X1, X2, P2)."""
+
+import json
+import secrets
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
+from django.core.files.base import ContentFile
+from django.core.files.storage import default_storage
+from django.http import Http404, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_http_methods, require_POST
+
+from memory.interop.export import export_json, profiles_for
+from memory.interop.full_import import BadExport, import_full
+from memory.models import Profile
+
+PENDING = "data_import_pending"
+
+
+def _target_user(request, username: str | None):
+    """The request's user, or (staff only) the named one: nobody else's data otherwise (P2)."""
+    if not username or username == request.user.get_username():
+        return request.user
+    if not request.user.is_staff:
+        raise PermissionDenied("Only staff can export or import another user's data.")
+    User = get_user_model()
+    return get_object_or_404(User, **{User.USERNAME_FIELD: username})
+
+
+@login_required
+def data_page(request):
+    target = _target_user(request, request.GET.get("user"))
+    return render(request, "data/data.html", {
+        "target": target,
+        "profiles": Profile.objects.for_user(target),
+        "users": get_user_model().objects.order_by("pk") if request.user.is_staff else None,
+    })
+
+
+@login_required
+def data_export(request):
+    target = _target_user(request, request.GET.get("user"))
+    profiles = list(profiles_for(user=target, profile_key=request.GET.get("profile") or None))
+    if request.GET.get("profile") and not profiles:
+        raise Http404("No such profile.")
+    body = json.dumps(export_json(profiles=profiles), ensure_ascii=False, indent=1)
+    name = f"previously-{target.get_username()}-{request.GET.get('profile') or 'all'}-{timezone.now():%Y%m%d-%H%M}.json"
+    response = HttpResponse(body, content_type="application/json; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{name}"'
+    return response
+
+
+@login_required
+@require_http_methods(["POST"])
+def data_import_preview(request):
+    target = _target_user(request, request.POST.get("user"))
+    upload = request.FILES.get("export")
+    if upload is None:
+        return _page_with_error(request, target, "Choose an export file to upload.")
+    limit = settings.PREVIOUSLY_MAX_IMPORT_BYTES
+    if upload.size > limit:
+        return _page_with_error(
+            request, target, f"That file is {upload.size:,} bytes; the limit is {limit:,} bytes (PREVIOUSLY_MAX_IMPORT_BYTES)."
+        )
+    try:
+        data = json.loads(upload.read().decode("utf-8"))
+        report = import_full(data=data, user=target, dry_run=True)
+    except (UnicodeDecodeError, json.JSONDecodeError):
+        return _page_with_error(request, target, "That file is not a JSON export.")
+    except BadExport as exc:
+        return _page_with_error(request, target, str(exc))
+    token = secrets.token_hex(16)
+    default_storage.save(f"imports/{token}.json", ContentFile(json.dumps(data, ensure_ascii=False).encode()))
+    request.session[PENDING] = {"token": token, "user_id": target.pk}
+    return render(request, "data/data.html", {
+        "target": target, "profiles": Profile.objects.for_user(target), "preview": report, "token": token,
+    })
+
+
+@login_required
+@require_POST
+def data_import_apply(request):
+    pending = request.session.get(PENDING) or {}
+    if not pending or pending.get("token") != request.POST.get("token"):
+        return redirect("data")
+    User = get_user_model()
+    target = get_object_or_404(User, pk=pending["user_id"])
+    _target_user(request, target.get_username())  # re-check: staff rights may have changed
+    path = f"imports/{pending['token']}.json"
+    with default_storage.open(path) as fh:
+        data = json.loads(fh.read().decode("utf-8"))
+    report = import_full(data=data, user=target)
+    default_storage.delete(path)
+    del request.session[PENDING]
+    return render(request, "data/data.html", {
+        "target": target, "profiles": Profile.objects.for_user(target), "applied": report,
+    })
+
+
+def _page_with_error(request, target, error: str):
+    return render(request, "data/data.html", {
+        "target": target, "profiles": Profile.objects.for_user(target), "error": error,
+    }, status=400)

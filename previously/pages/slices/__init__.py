@@ -1,0 +1,1 @@
+"""A slice's page (K13, S2)."""
