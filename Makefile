@@ -4,12 +4,17 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 PORT ?= 8000
+# Exact versions (with hashes) of every dependency and extra, made from pyproject.toml by
+# `make lock` with pip-tools on Python 3.12; `make install` installs exactly these.
+LOCK := requirements/lock.txt
+LOCK_VENV := .venv-lock
 
-.PHONY: install run test bench lint migrate clean scale loadtest faults
+.PHONY: install lock run test bench lint migrate clean scale loadtest faults
 
-# Find a Python >= 3.12: python3.13/python3.12 on PATH, then pyenv's versions.
+# Find a Python >= 3.12: python3.12/python3.13 on PATH (3.12 first: the lock is made there),
+# then pyenv's versions.
 define find_python
-for p in python3.13 python3.12 $$(ls -d $$HOME/.pyenv/versions/3.1[2-9]*/bin/python3 2>/dev/null | sort -rV) python3; do \
+for p in python3.12 python3.13 $$(ls -d $$HOME/.pyenv/versions/3.1[2-9]*/bin/python3 2>/dev/null | sort -rV) python3; do \
   if command -v $$p >/dev/null 2>&1 && $$p -c 'import sys; sys.exit(0 if sys.version_info >= (3, 12) else 1)' >/dev/null 2>&1; then \
     command -v $$p; exit 0; fi; \
 done; exit 1
@@ -19,12 +24,27 @@ $(PY):
 	@py=$$( $(find_python) ) || { echo "error: Python >= 3.12 not found (tried python3.13, python3.12, ~/.pyenv/versions/3.12+, python3). Install one, e.g. 'pyenv install 3.12'." >&2; exit 1; }; \
 	echo "Creating $(VENV) with $$py"; $$py -m venv $(VENV)
 
-$(STAMP): pyproject.toml | $(PY)
+$(STAMP): pyproject.toml $(LOCK) | $(PY)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet --require-hashes -r $(LOCK)
+	$(PY) -m pip install --quiet --no-deps -e .
+	$(PY) -m pip check
 	@touch $(STAMP)
 
 install: $(STAMP)
+
+# Refresh $(LOCK) after changing a dependency in pyproject.toml (pins still allowed there are
+# kept). LOCK_ARGS=--upgrade takes the newest releases within pyproject's ranges;
+# LOCK_ARGS="--upgrade-package openai" just that one. Commit the lock, then `make install`.
+$(LOCK_VENV)/bin/pip-compile:
+	@py=$$( $(find_python) ) || { echo "error: Python >= 3.12 not found" >&2; exit 1; }; \
+	$$py -m venv $(LOCK_VENV)
+	$(LOCK_VENV)/bin/python -m pip install --quiet 'pip-tools>=7.5,<8'
+
+lock: $(LOCK_VENV)/bin/pip-compile
+	CUSTOM_COMPILE_COMMAND='make lock' $(LOCK_VENV)/bin/pip-compile --quiet --extra test --extra bench \
+	  --strip-extras --generate-hashes --allow-unsafe --no-emit-index-url --no-emit-find-links \
+	  $(LOCK_ARGS) --output-file $(LOCK) pyproject.toml
 
 migrate: install
 	$(PY) manage.py migrate --noinput
@@ -39,12 +59,9 @@ run: migrate
 test: install
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-$(VENV)/.bench-installed: pyproject.toml $(STAMP)
-	$(PY) -m pip install --quiet -e '.[test,bench]'
-	@touch $@
-
 # Benchmarks (BENCH.md): scratch SQLite DB, results in bench/results/ (SUMMARY.md, *.json, *.png).
-bench: $(VENV)/.bench-installed
+# matplotlib (the bench extra) is in the lock, so `make install` has it.
+bench: install
 	$(PY) -m bench $(BENCH_ARGS)
 
 # Scale-out on loopback (SPEC O3): N Daphne + a django-tasks-db worker on PostgreSQL + Redis.
@@ -69,4 +86,4 @@ lint: install
 	$(VENV)/bin/lint-imports
 
 clean:
-	rm -rf $(VENV) var/test-*
+	rm -rf $(VENV) $(LOCK_VENV) var/test-*

@@ -2,7 +2,9 @@
 
 Embedded default: SQLite (WAL) under var/ and an in-process channel layer, one
 process. Scale-out: DATABASE_URL (PostgreSQL) + REDIS_URL (channels-redis).
-Every variable is listed in the README's configuration table.
+Every variable is listed in the README's configuration table. The product's tunables
+(PREVIOUSLY_*, STRICT_MID, MEM_READ_LEGACY) have their defaults and types in one dict,
+previously/tunables.py; the system check in previously/apps.py names a bad value at start-up.
 """
 
 import os
@@ -12,9 +14,16 @@ from pathlib import Path
 import dj_database_url
 from django.utils.csp import CSP
 
+from previously import tunables
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("PREVIOUSLY_VAR_DIR", BASE_DIR / "var"))
 VAR_DIR.mkdir(parents=True, exist_ok=True)
+
+# The tunables, read from the environment once: PREVIOUSLY_SLICE_GAP_MINUTES and the others
+# become settings of the same name (their defaults, types and meaning: previously/tunables.py).
+_TUNABLES = tunables.from_environment(os.environ)
+globals().update(_TUNABLES)
 
 
 def env_bool(name: str, default: bool) -> bool:
@@ -138,7 +147,6 @@ X_FRAME_OPTIONS = "DENY"
 # page refuses exports above PREVIOUSLY_MAX_IMPORT_BYTES with a clear message.
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("DJANGO_DATA_UPLOAD_MAX_BYTES", 2_621_440)
 FILE_UPLOAD_MAX_MEMORY_SIZE = env_int("DJANGO_FILE_UPLOAD_MAX_BYTES", 2_621_440)
-PREVIOUSLY_MAX_IMPORT_BYTES = env_int("PREVIOUSLY_MAX_IMPORT_BYTES", 200 * 1024 * 1024)
 
 # --- Database -------------------------------------------------------------
 SQLITE_PATH = VAR_DIR / "previously.sqlite3"
@@ -162,9 +170,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     }
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-previously.sqlite3")}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
-# Threads per process for the chat's database calls on PostgreSQL (previously/chat/db.py);
-# each keeps one connection, so processes × threads must stay below max_connections.
-PREVIOUSLY_DB_THREADS = env_int("PREVIOUSLY_DB_THREADS", 4)
+# PREVIOUSLY_DB_THREADS: threads per process for the chat's database calls on PostgreSQL
+# (previously/chat/db.py); each keeps one connection, so processes × threads must stay below
+# max_connections.
 
 # --- Channels -------------------------------------------------------------
 REDIS_URL = os.environ.get("REDIS_URL", "")
@@ -209,79 +217,36 @@ STATIC_ROOT = VAR_DIR / "staticfiles"
 MEDIA_URL = "media/"
 MEDIA_ROOT = VAR_DIR / "media"
 
+_LOG_LEVEL = tunables.usable("PREVIOUSLY_LOG_LEVEL", _TUNABLES["PREVIOUSLY_LOG_LEVEL"])
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
     "loggers": {
-        "memory": {"handlers": ["console"], "level": os.environ.get("PREVIOUSLY_LOG_LEVEL", "INFO")},
-        "previously": {
-            "handlers": ["console"],
-            "level": os.environ.get("PREVIOUSLY_LOG_LEVEL", "INFO"),
-        },
+        "memory": {"handlers": ["console"], "level": _LOG_LEVEL},
+        "previously": {"handlers": ["console"], "level": _LOG_LEVEL},
     },
 }
-
-# --- Product settings -----------------------------------------------------
-# Model providers (SPEC L1-L3). Unset base URL: try a local Ollama once, else offline.
-PREVIOUSLY_LLM_BASE_URL = os.environ.get("PREVIOUSLY_LLM_BASE_URL", "")
-PREVIOUSLY_LLM_API_KEY = os.environ.get("PREVIOUSLY_LLM_API_KEY", "")
-PREVIOUSLY_LLM_MODEL = os.environ.get("PREVIOUSLY_LLM_MODEL", "")
-PREVIOUSLY_AGENT_MODEL = os.environ.get("PREVIOUSLY_AGENT_MODEL", "")
-
-# Legacy switches keep their meaning and defaults (SPEC P4).
-STRICT_MID = env_bool("STRICT_MID", True)
-MEM_READ_LEGACY = env_bool("MEM_READ_LEGACY", True)
-PREVIOUSLY_TOMBSTONE_TTL_DAYS = env_int("PREVIOUSLY_TOMBSTONE_TTL_DAYS", 400)
-
-# Slices (SPEC S1) and recall (SPEC R4).
-PREVIOUSLY_SLICE_GAP_MINUTES = env_int("PREVIOUSLY_SLICE_GAP_MINUTES", 30)
-PREVIOUSLY_CONTEXT_TOKENS = env_int("PREVIOUSLY_CONTEXT_TOKENS", 1500)
 
 # --- Background tasks (K11, O3) ---------------------------------------------
 # thread: the embedded default, tasks on worker threads of the server process, off the
 # reply path; db: django-tasks-db with a `manage.py db_worker` process (scale-out);
 # immediate: on the caller's thread (tests, debugging — it blocks the caller).
-PREVIOUSLY_TASKS_BACKEND = os.environ.get("PREVIOUSLY_TASKS_BACKEND", "thread").strip().lower()
 _TASK_BACKENDS = {
     "thread": "previously.task_backend.ThreadPoolBackend",
     "db": "django_tasks_db.DatabaseBackend",
     "immediate": "django.tasks.backends.immediate.ImmediateBackend",
 }
-if PREVIOUSLY_TASKS_BACKEND not in _TASK_BACKENDS:
-    raise ValueError(f"PREVIOUSLY_TASKS_BACKEND must be one of {', '.join(_TASK_BACKENDS)}")
+# An unknown name is named by the system check; the embedded default stands in until then.
+_TASKS_BACKEND = tunables.usable("PREVIOUSLY_TASKS_BACKEND", _TUNABLES["PREVIOUSLY_TASKS_BACKEND"])
+_TASK_THREADS = tunables.usable("PREVIOUSLY_TASK_THREADS", _TUNABLES["PREVIOUSLY_TASK_THREADS"])
 # Always installed, so `migrate` makes its tables whichever backend runs now (O3).
 INSTALLED_APPS.append("django_tasks_db")
 TASKS = {
     "default": {
-        "BACKEND": _TASK_BACKENDS[PREVIOUSLY_TASKS_BACKEND],
-        "OPTIONS": {"MAX_WORKERS": env_int("PREVIOUSLY_TASK_THREADS", 2)}
-        if PREVIOUSLY_TASKS_BACKEND == "thread"
+        "BACKEND": _TASK_BACKENDS[_TASKS_BACKEND],
+        "OPTIONS": {"MAX_WORKERS": _TASK_THREADS}
+        if _TASKS_BACKEND == "thread"
         else {},
     }
 }
-
-# The Previously Agent (K3, K10): model calls per evolution run; idle-slice check period
-# in seconds for the server process (0 turns it off; `manage.py close_idle_slices` does
-# the same by hand or from cron).
-PREVIOUSLY_AGENT_MAX_STEPS = env_int("PREVIOUSLY_AGENT_MAX_STEPS", 12)
-# K10: besides the Chinese/English rules, ask the model after each reply whether the turn held
-# an explicit memory request (one extra, non-streamed model call per turn, off the reply path).
-PREVIOUSLY_TURN_ANALYZER_MODEL = env_bool("PREVIOUSLY_TURN_ANALYZER_MODEL", True)
-PREVIOUSLY_IDLE_CHECK_SECONDS = env_int("PREVIOUSLY_IDLE_CHECK_SECONDS", 60)
-
-# --- Image messages (SPEC A7) and proactive messages (K15) -------------------
-# Largest image upload in bytes; the type is checked by content (Pillow), never by name.
-PREVIOUSLY_IMAGE_MAX_BYTES = env_int("PREVIOUSLY_IMAGE_MAX_BYTES", 8 * 1024 * 1024)
-# Whether the configured model takes images (OpenAI-compatible image_url parts); 0 sends a
-# "[image: …]" text stand-in instead.
-PREVIOUSLY_LLM_IMAGES = env_bool("PREVIOUSLY_LLM_IMAGES", True)
-# Proactive messages: at most this many a day per profile (the legacy count is honoured).
-PREVIOUSLY_PROACTIVE_PER_DAY = env_int("PREVIOUSLY_PROACTIVE_PER_DAY", 3)
-# A page opened after this many hours away gets a welcome-back message (0: off; needs a model).
-PREVIOUSLY_PROACTIVE_RETURN_HOURS = env_int("PREVIOUSLY_PROACTIVE_RETURN_HOURS", 24)
-# How often the server process looks for due Horizon items (0: off; `manage.py send_proactive`
-# does it from cron).
-PREVIOUSLY_PROACTIVE_CHECK_SECONDS = env_int("PREVIOUSLY_PROACTIVE_CHECK_SECONDS", 600)
-# Local hours (start-end, end exclusive) in which the companion may write first.
-PREVIOUSLY_PROACTIVE_HOURS = os.environ.get("PREVIOUSLY_PROACTIVE_HOURS", "8-22")

@@ -1,11 +1,14 @@
 """Profiles, slices and the verbatim message archive (SPEC A, P, S)."""
 
+import copy
 import re
+from collections.abc import Sequence
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
-from django.db import models
+from django.db import connections, models
+from django.db.models import Q
 
 from memory.models.base import ProfileScopedQuerySet, choices_check
 
@@ -44,6 +47,22 @@ class ProfileQuerySet(models.QuerySet):
         return self.filter(user=user)
 
 
+class ProfileManager(models.Manager.from_queryset(ProfileQuerySet)):
+    def reread(self, profile: "Profile") -> "Profile":
+        """A copy of `profile` with the fields a prompt reads (name, persona, language) as stored now.
+
+        Plain SQL: one primary-key read, on every turn, where the ORM's query building cost
+        ten times the read itself (BENCH §2)."""
+        with connections[self.db].cursor() as cursor:
+            cursor.execute("SELECT name, persona, language FROM memory_profile WHERE id = %s", [profile.pk])
+            row = cursor.fetchone()
+        if row is None:
+            raise Profile.DoesNotExist(f"profile {profile.pk} is gone")
+        fresh = copy.copy(profile)
+        fresh.name, fresh.persona, fresh.language = row
+        return fresh
+
+
 class Profile(models.Model):
     """One companion's memory space; every other row belongs to exactly one (P1, P2)."""
 
@@ -59,7 +78,7 @@ class Profile(models.Model):
     proactive_enabled = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
-    objects = ProfileQuerySet.as_manager()
+    objects = ProfileManager()
 
     class Meta:
         constraints = [
@@ -184,6 +203,52 @@ class MessageQuerySet(ProfileScopedQuerySet):
     def chronological(self):
         return self.order_by("created_at", "id")
 
+    def page_from(self, mid: str | None, *, newer: bool = False, anchors: "MessageQuerySet | None" = None):
+        """These lines past the line `mid` in keyset order (created_at, id), that line left out:
+        the older ones newest first, or the `newer` ones oldest first. All of them when `mid` is
+        empty; none when `mid` is not among `anchors` (default: these lines)."""
+        order = ("created_at", "id") if newer else ("-created_at", "-id")
+        if not mid:
+            return self.order_by(*order)
+        anchor = (self if anchors is None else anchors).filter(mid=mid).values("created_at", "id").first()
+        if anchor is None:
+            return self.none()
+        past = "gt" if newer else "lt"
+        return self.filter(
+            Q(**{f"created_at__{past}": anchor["created_at"]})
+            | Q(created_at=anchor["created_at"], **{f"id__{past}": anchor["id"]})
+        ).order_by(*order)
+
+
+class MessageManager(models.Manager.from_queryset(MessageQuerySet)):
+    """Two reads on every turn in plain SQL through `raw()` (fields convert as usual): half the
+    cost of the querysets they mirror (BENCH §2); tests compare each with its queryset."""
+
+    def turns_before(self, message: "Message", *, limit: int) -> list["Message"]:
+        """The slice's complete, live, non-system lines up to `message` (itself left out), at most
+        `limit`, newest first: `live().in_slice().filter(status=COMPLETE, created_at__lte=…)`."""
+        sql = (
+            "SELECT * FROM memory_message WHERE slice_id = %s AND deleted_at IS NULL AND status = %s"
+            " AND created_at <= %s AND id <> %s AND message_type <> %s ORDER BY created_at DESC, id DESC LIMIT %s"
+        )
+        params = [
+            message.slice_id, Message.Status.COMPLETE,
+            connections[self.db].ops.adapt_datetimefield_value(message.created_at), message.pk,
+            Message.Type.SYSTEM, limit,
+        ]
+        return list(self.raw(sql, params))
+
+    def live_among(self, profile_id: int, ids: Sequence[int], *, defer: Sequence[str] = ()) -> list["Message"]:
+        """The profile's live, non-system messages among `ids` (`for_profile().live()`), unordered,
+        the `defer` fields left to load on access. No ORDER BY: with one, SQLite may walk the
+        (profile, created_at) index over the whole archive."""
+        columns = ", ".join(f.column for f in Message._meta.concrete_fields if f.attname not in defer)
+        sql = (
+            f"SELECT {columns} FROM memory_message WHERE profile_id = %s AND deleted_at IS NULL"
+            f" AND message_type <> %s AND id IN ({', '.join(['%s'] * len(ids))})"
+        )
+        return list(self.raw(sql, [profile_id, Message.Type.SYSTEM, *ids]))
+
 
 class MessageSpeaker(models.TextChoices):
     USER = "user", "user"
@@ -237,7 +302,7 @@ class Message(models.Model):
     # Legacy value fields with no column of their own (e.g. conversation_id), kept for export.
     legacy_extra = models.JSONField(default=dict, blank=True)
 
-    objects = MessageQuerySet.as_manager()
+    objects = MessageManager()
 
     class Meta:
         constraints = [

@@ -1,7 +1,7 @@
 """What the companion keeps beyond raw lines (SPEC C1-C7)."""
 
 from django.conf import settings
-from django.db import models, transaction
+from django.db import connections, models, transaction
 from django.utils import timezone
 
 from memory.models.archive import Message, Profile
@@ -18,6 +18,45 @@ class HighlightQuerySet(ProfileScopedQuerySet):
     def usable(self):
         """Live, not flagged, and quoting a message that is itself live (what recall may show)."""
         return self.live().filter(flagged="", message__deleted_at__isnull=True)
+
+
+# The newest usable highlights and valid active/candidate experiences (Highlight.objects.usable(),
+# Experience.objects.valid(), newest first), in one statement of plain SQL: this runs on every
+# turn and the ORM's query building cost more than the look-up itself (BENCH §2).
+_RECALL_POOL_SQL = (
+    "SELECT kind, id, ref, title, content, status FROM ("
+    " SELECT * FROM (SELECT 'h' AS kind, h.id, h.mid AS ref, '' AS title, h.content, '' AS status,"
+    " h.created_at AS at FROM memory_highlight h LEFT OUTER JOIN memory_message m ON m.id = h.message_id"
+    " WHERE h.profile_id = %s AND h.deleted_at IS NULL AND h.flagged = '' AND m.deleted_at IS NULL"
+    " ORDER BY h.created_at DESC LIMIT %s) hl"
+    " UNION ALL"
+    " SELECT * FROM (SELECT 'e' AS kind, e.id, e.eid AS ref, e.title, e.content, e.status, e.recorded_at AS at"
+    " FROM memory_experience e"
+    " WHERE e.profile_id = %s AND e.deleted_at IS NULL AND e.flagged = '' AND e.invalid_at IS NULL"
+    " AND e.status IN (%s, %s) ORDER BY e.recorded_at DESC LIMIT %s) ex"
+    ") curated ORDER BY kind, at DESC"
+)
+
+
+class HighlightManager(models.Manager.from_queryset(HighlightQuerySet)):
+    def recall_pool(self, profile_id: int, *, limit: int) -> tuple[list["Highlight"], list["Experience"]]:
+        """(usable highlights, valid active/candidate experiences) recall may show, newest first,
+        at most `limit` each, in one statement (the test compares it with both querysets).
+
+        Loaded with the columns the prompt uses; any other field loads on access (deferred)."""
+        params = [profile_id, limit, profile_id, Experience.Status.ACTIVE, Experience.Status.CANDIDATE, limit]
+        with connections[self.db].cursor() as cursor:
+            cursor.execute(_RECALL_POOL_SQL, params)
+            rows = cursor.fetchall()
+        highlights = [
+            Highlight.from_db(self.db, ["id", "mid", "content"], (pk, mid, content))
+            for kind, pk, mid, _, content, _ in rows if kind == "h"
+        ]
+        experiences = [
+            Experience.from_db(self.db, ["id", "eid", "title", "content", "status"], row[1:])
+            for row in rows if row[0] == "e"
+        ]
+        return highlights, experiences
 
 
 class Highlight(models.Model):
@@ -41,7 +80,7 @@ class Highlight(models.Model):
     legacy_key = models.CharField(max_length=300, blank=True)
     legacy_extra = models.JSONField(default=dict, blank=True)
 
-    objects = HighlightQuerySet.as_manager()
+    objects = HighlightManager()
 
     class Meta:
         constraints = [

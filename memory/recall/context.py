@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from django.conf import settings
-from django.db import connection
 
 from memory.models import Experience, Highlight, Message, Profile
 from memory.recall.budget import approx_tokens
@@ -88,7 +87,9 @@ def recall(
     exclude = set(exclude_ids)
     fragments = _rank_messages(profile, content_query, now, hint, exclude)
     query_tokens = set(tokenize(content_query))
-    highlights, experiences = _curated(profile.pk) if query_tokens else ([], [])
+    highlights, experiences = (
+        Highlight.objects.recall_pool(profile.pk, limit=CURATED_SCAN_LIMIT) if query_tokens else ([], [])
+    )
     highlights = _top(highlights, query_tokens, lambda h: h.content, TOP_HIGHLIGHTS)
     active = _top(
         [e for e in experiences if e.status == Experience.Status.ACTIVE],
@@ -105,60 +106,6 @@ def recall(
     return _within_budget(budget, active, highlights, fragments, candidates)
 
 
-# The newest usable highlights and valid active/candidate experiences (Highlight.objects.usable(),
-# Experience.objects.valid(), newest first), in one statement of plain SQL: this runs on every
-# turn and the ORM's query building cost more than the look-up itself (BENCH §2).
-_CURATED_SQL = (
-    "SELECT kind, id, ref, title, content, status FROM ("
-    " SELECT * FROM (SELECT 'h' AS kind, h.id, h.mid AS ref, '' AS title, h.content, '' AS status,"
-    " h.created_at AS at FROM memory_highlight h LEFT OUTER JOIN memory_message m ON m.id = h.message_id"
-    " WHERE h.profile_id = %s AND h.deleted_at IS NULL AND h.flagged = '' AND m.deleted_at IS NULL"
-    " ORDER BY h.created_at DESC LIMIT %s) hl"
-    " UNION ALL"
-    " SELECT * FROM (SELECT 'e' AS kind, e.id, e.eid AS ref, e.title, e.content, e.status, e.recorded_at AS at"
-    " FROM memory_experience e"
-    " WHERE e.profile_id = %s AND e.deleted_at IS NULL AND e.flagged = '' AND e.invalid_at IS NULL"
-    " AND e.status IN (%s, %s) ORDER BY e.recorded_at DESC LIMIT %s) ex"
-    ") curated ORDER BY kind, at DESC"
-)
-
-
-def _curated(profile_id: int) -> tuple[list[Highlight], list[Experience]]:
-    """(highlights, experiences) recall may show, newest first, at most CURATED_SCAN_LIMIT each.
-
-    Loaded with the columns the prompt uses; any other field loads on access (deferred)."""
-    params = [profile_id, CURATED_SCAN_LIMIT, profile_id, Experience.Status.ACTIVE, Experience.Status.CANDIDATE,
-              CURATED_SCAN_LIMIT]
-    with connection.cursor() as cursor:
-        cursor.execute(_CURATED_SQL, params)
-        rows = cursor.fetchall()
-    highlights = [
-        Highlight.from_db(connection.alias, ["id", "mid", "content"], (pk, mid, content))
-        for kind, pk, mid, _, content, _ in rows if kind == "h"
-    ]
-    experiences = [
-        Experience.from_db(connection.alias, ["id", "eid", "title", "content", "status"], row[1:])
-        for row in rows if row[0] == "e"
-    ]
-    return highlights, experiences
-
-
-_LINE_COLUMNS = ", ".join(f.column for f in Message._meta.concrete_fields if f.attname not in UNUSED_COLUMNS)
-
-
-def _live_lines(profile_id: int, ids: Sequence[int]) -> list[Message]:
-    """The profile's live, non-system messages among `ids` (`for_profile().live()`), unordered.
-
-    Plain SQL through `Message.objects.raw` (fields convert as usual; the unused columns are
-    deferred): half the cost of the same queryset, on every turn (BENCH §2). No ORDER BY: with
-    one, SQLite may walk the (profile, created_at) index over the whole archive."""
-    sql = (
-        f"SELECT {_LINE_COLUMNS} FROM memory_message WHERE profile_id = %s AND deleted_at IS NULL"
-        f" AND message_type <> %s AND id IN ({', '.join(['%s'] * len(ids))})"
-    )
-    return list(Message.objects.raw(sql, [profile_id, Message.Type.SYSTEM, *ids]))
-
-
 def _rank_messages(profile, query, now, hint, exclude) -> list[Message]:
     names = {profile.name: Message.Speaker.ASSISTANT} if profile.name else None
     hits = rank_messages(
@@ -166,7 +113,7 @@ def _rank_messages(profile, query, now, hint, exclude) -> list[Message]:
     )
     score = {h.message_id: h.score for h in hits}
     wanted = [pk for pk in score if pk not in exclude]
-    found = {m.pk: m for m in _live_lines(profile.pk, wanted)} if wanted else {}
+    found = {m.pk: m for m in Message.objects.live_among(profile.pk, wanted, defer=UNUSED_COLUMNS)} if wanted else {}
     by_relevance = sorted(
         found.values(), key=lambda m: (-round(score[m.pk], 9), -m.created_at.timestamp(), -m.pk)
     )

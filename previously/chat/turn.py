@@ -5,7 +5,6 @@ every frame sent is a rendered partial of templates/chat/chat.html swapped out-o
 Database work runs in the small sync helpers below, through `db_call` (previously/chat/db.py).
 """
 
-import copy
 import logging
 import secrets
 from collections.abc import Awaitable, Callable
@@ -13,8 +12,6 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from asgiref.sync import async_to_sync
-from django.db import connection
-from django.db.models import Q
 from django.tasks import task
 from django.template.loader import render_to_string
 from django.utils import timezone
@@ -141,38 +138,14 @@ def _user_message(profile: Profile, mid: str) -> Message | None:
     )
 
 
-# The slice's complete, live, non-system lines up to the user's message, newest first
-# (Message.objects.live().in_slice(), by created_at and id), in plain SQL through
-# Message.objects.raw: half the cost of the same queryset, on every turn (BENCH §2).
-_RECENT_SQL = (
-    "SELECT * FROM memory_message WHERE slice_id = %s AND deleted_at IS NULL AND status = %s"
-    " AND created_at <= %s AND id <> %s AND message_type <> %s ORDER BY created_at DESC, id DESC LIMIT %s"
-)
-
-
 def _recent_turns(user_message: Message) -> list[Message]:
     """The turns before `user_message` in its slice replayed to the model, oldest first."""
-    params = [
-        user_message.slice_id, Message.Status.COMPLETE,
-        connection.ops.adapt_datetimefield_value(user_message.created_at), user_message.pk,
-        Message.Type.SYSTEM, RECENT_TURNS,
-    ]
-    return list(Message.objects.raw(_RECENT_SQL, params))[::-1]
+    return Message.objects.turns_before(user_message, limit=RECENT_TURNS)[::-1]
 
 
 def _reread(profile: Profile) -> Profile:
-    """A copy of `profile` with the fields a prompt reads (name, persona, language) as stored now.
-
-    Plain SQL: one primary-key read, on every turn, where the ORM's query building cost
-    ten times the read itself (BENCH §2)."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT name, persona, language FROM memory_profile WHERE id = %s", [profile.pk])
-        row = cursor.fetchone()
-    if row is None:
-        raise Profile.DoesNotExist(f"profile {profile.pk} is gone")
-    fresh = copy.copy(profile)
-    fresh.name, fresh.persona, fresh.language = row
-    return fresh
+    """A copy of `profile` with name, persona and language as stored now."""
+    return Profile.objects.reread(profile)
 
 
 def prepare(
@@ -293,15 +266,8 @@ RESYNC_MAX = 200  # lines sent back on one (re)connect; the page's "load older" 
 
 @db_call
 def _lines_after(profile: Profile, mid: str) -> list[Message]:
-    lines = Message.objects.for_profile(profile).live()
-    anchor = lines.filter(mid=mid).values("created_at", "id").first() if mid else None
-    if anchor is not None:
-        lines = lines.filter(
-            Q(created_at__gt=anchor["created_at"]) | Q(created_at=anchor["created_at"], id__gt=anchor["id"])
-        )
-    elif mid:
-        return []  # an unknown mid: nothing to say rather than the whole archive
-    return list(lines.order_by("created_at", "id")[:RESYNC_MAX])
+    # An unknown mid gives nothing, rather than the whole archive.
+    return list(Message.objects.for_profile(profile).live().page_from(mid, newer=True)[:RESYNC_MAX])
 
 
 async def handle_resync(profile: Profile, data: dict, send: Send) -> None:

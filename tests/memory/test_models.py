@@ -127,3 +127,101 @@ def test_tombstones_in_force_exclude_expired_ones():
         expires_at=timezone.now() - timedelta(days=100),
     )
     assert list(Tombstone.objects.for_profile(profile).in_force()) == [live]
+
+
+# --- plain-SQL reads on every turn, pinned to the querysets they stand for (BENCH §2) ---------
+
+
+def test_turns_before_matches_the_live_complete_non_system_lines_of_the_slice():
+    profile = ProfileFactory()
+    t0 = timezone.now() - timedelta(hours=1)
+    first = MessageFactory(profile=profile, created_at=t0)
+    slice_ = first.slice
+    lines = [first] + [
+        MessageFactory(profile=profile, slice=slice_, created_at=t0 + timedelta(seconds=n), content=f"line {n}")
+        for n in range(1, 8)
+    ]
+    Message.objects.filter(pk=lines[2].pk).update(status=Message.Status.FAILED)
+    Message.objects.filter(pk=lines[3].pk).update(message_type=Message.Type.SYSTEM)
+    Message.objects.filter(pk=lines[4].pk).update(deleted_at=timezone.now())
+    MessageFactory(profile=profile, created_at=t0 + timedelta(seconds=3))  # another slice
+    current = lines[6]
+    MessageFactory(profile=profile, slice=slice_, created_at=t0 + timedelta(seconds=9))  # later
+    got = Message.objects.turns_before(current, limit=3)
+    expected = list(
+        Message.objects.live().in_slice(slice_)
+        .filter(status=Message.Status.COMPLETE, created_at__lte=current.created_at)
+        .exclude(pk=current.pk).exclude(message_type=Message.Type.SYSTEM)
+        .order_by("-created_at", "-id")[:3]
+    )
+    assert [m.pk for m in got] == [m.pk for m in expected] == [lines[5].pk, lines[1].pk, lines[0].pk]
+    assert [m.content for m in got] == [m.content for m in expected]
+    assert got[0].created_at == expected[0].created_at
+
+
+def test_live_among_matches_for_profile_live_without_system_lines_and_defers_columns():
+    profile, other = ProfileFactory(), ProfileFactory()
+    kept = MessageFactory(profile=profile, content="kept", raw_content="[[fav:x]] kept")
+    hidden = MessageFactory(profile=profile, deleted_at=timezone.now())
+    system = MessageFactory(profile=profile, message_type=Message.Type.SYSTEM)
+    elsewhere = MessageFactory(profile=other)
+    ids = [kept.pk, hidden.pk, system.pk, elsewhere.pk]
+    got = Message.objects.live_among(profile.pk, ids, defer=("raw_content",))
+    expected = Message.objects.for_profile(profile).live().exclude(message_type=Message.Type.SYSTEM).filter(pk__in=ids)
+    assert sorted(m.pk for m in got) == sorted(m.pk for m in expected) == [kept.pk]
+    assert "raw_content" in got[0].get_deferred_fields()
+    assert (got[0].content, got[0].raw_content) == ("kept", "[[fav:x]] kept")  # loads on access
+
+
+def test_reread_copies_the_profile_with_its_stored_prompt_fields():
+    profile = ProfileFactory(name="Mo", persona="You are Mo.", language="en")
+    Profile.objects.filter(pk=profile.pk).update(name="小莫", persona="你是小莫。", language="zh")
+    fresh = Profile.objects.reread(profile)
+    stored = Profile.objects.get(pk=profile.pk)
+    assert (fresh.name, fresh.persona, fresh.language) == (stored.name, stored.persona, stored.language)
+    assert (profile.name, fresh.pk, fresh.key) == ("Mo", profile.pk, profile.key)
+    Profile.objects.filter(pk=profile.pk).delete()
+    with pytest.raises(Profile.DoesNotExist):
+        Profile.objects.reread(profile)
+
+
+# --- keyset paging: "older/newer than this line" -----------------------------------------------
+
+
+def _five_lines():
+    profile = ProfileFactory()
+    t0 = timezone.now() - timedelta(hours=1)
+    same = t0 + timedelta(seconds=2)
+    lines = [
+        MessageFactory(profile=profile, created_at=at, content=f"line {i}")
+        for i, at in enumerate([t0, t0 + timedelta(seconds=1), same, same, t0 + timedelta(seconds=3)])
+    ]
+    return profile, lines
+
+
+def test_page_from_gives_the_older_lines_newest_first_breaking_time_ties_by_id():
+    profile, lines = _five_lines()
+    older = Message.objects.for_profile(profile).page_from(lines[3].mid)
+    assert [m.pk for m in older] == [lines[2].pk, lines[1].pk, lines[0].pk]
+
+
+def test_page_from_gives_the_newer_lines_oldest_first():
+    profile, lines = _five_lines()
+    newer = Message.objects.for_profile(profile).page_from(lines[2].mid, newer=True)
+    assert [m.pk for m in newer] == [lines[3].pk, lines[4].pk]
+
+
+def test_page_from_without_a_line_gives_them_all_and_an_unknown_line_none():
+    profile, lines = _five_lines()
+    mine = Message.objects.for_profile(profile)
+    assert [m.pk for m in mine.page_from("")] == [m.pk for m in reversed(lines)]
+    assert list(mine.page_from("c_ffffffffffffffff")) == []
+
+
+def test_page_from_may_look_for_its_line_beyond_the_lines_it_pages():
+    profile, lines = _five_lines()
+    lines[3].hide()
+    live = Message.objects.for_profile(profile).live()
+    assert list(live.page_from(lines[3].mid)) == []
+    anchored = live.page_from(lines[3].mid, anchors=Message.objects.for_profile(profile))
+    assert [m.pk for m in anchored] == [lines[2].pk, lines[1].pk, lines[0].pk]

@@ -5,7 +5,7 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from memory.interop.export import export_global_meta, export_json, export_kv, profiles_for, write_kv
-from memory.interop.kv_import import default_user
+from memory.management.profiles import resolve_user
 
 
 class _Raw:
@@ -31,12 +31,7 @@ class Command(BaseCommand):
         parser.add_argument("--output", help="Write here instead of standard output.")
 
     def handle(self, *args, **opts):
-        user = None
-        if opts["user"]:
-            try:
-                user = default_user(opts["user"])
-            except LookupError as exc:
-                raise CommandError(str(exc), returncode=2) from None
+        user = resolve_user(opts["user"], returncode=2) if opts["user"] else None
         profiles = list(profiles_for(user=user, profile_key=opts["profile"]))
         if not profiles:
             raise CommandError("no profile matches; check --user and --profile", returncode=2)

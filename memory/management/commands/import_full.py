@@ -6,7 +6,7 @@ from pathlib import Path
 from django.core.management.base import BaseCommand, CommandError
 
 from memory.interop.full_import import BadExport, import_full
-from memory.interop.kv_import import default_user
+from memory.management.profiles import resolve_user
 
 
 class Command(BaseCommand):
@@ -18,10 +18,7 @@ class Command(BaseCommand):
         parser.add_argument("--user", help="Owner of the imported profiles (default: the first superuser).")
 
     def handle(self, *args, **opts):
-        try:
-            user = default_user(opts["user"])
-        except LookupError as exc:
-            raise CommandError(str(exc), returncode=2) from None
+        user = resolve_user(opts["user"], returncode=2)
         path = Path(opts["path"])
         if not path.is_file():
             raise CommandError(f"export file {str(path)!r} not found", returncode=2)

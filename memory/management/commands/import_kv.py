@@ -9,8 +9,9 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from memory.interop.kv_import import BadDump, default_user, import_kv
+from memory.interop.kv_import import BadDump, import_kv
 from memory.interop.progress import progress_for
+from memory.management.profiles import resolve_user
 
 
 class Command(BaseCommand):
@@ -28,10 +29,7 @@ class Command(BaseCommand):
         parser.add_argument("--report-json", help="Also write the final table's counts to this JSON file.")
 
     def handle(self, *args, **opts):
-        try:
-            user = default_user(opts["user"])
-        except LookupError as exc:
-            raise CommandError(str(exc), returncode=2) from None
+        user = resolve_user(opts["user"], returncode=2)
         path = opts["dump"]
         if path != "-" and not Path(path).is_file():
             raise CommandError(f"dump file {path!r} not found; pass the path of a KV dump", returncode=2)

@@ -4,11 +4,11 @@ import json
 from datetime import date
 from pathlib import Path
 
-from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 
 from memory.card.store import card_at, live_card
 from memory.card.validate import violations
+from memory.management.profiles import resolve_profile
 from memory.models import EvolutionRun, Profile, Slice
 from previously.agent.events import listening
 from previously.agent.lifecycle import run_now
@@ -40,7 +40,7 @@ class Command(BaseCommand):
         return getattr(self, f"_{action}")(**options) or None
 
     def _show(self, *, profile, user, at, **_):
-        prof = _profile(profile, user)
+        prof = resolve_profile(user, profile)
         if at:
             slice_ = _slice(prof, at)
             text = card_at(prof, slice_)
@@ -51,7 +51,7 @@ class Command(BaseCommand):
         self.stdout.write(text or "(empty card)\n", ending="")
 
     def _evolve(self, *, profile, user, slice, trigger, **_):
-        prof = _profile(profile, user)
+        prof = resolve_profile(user, profile)
         slice_ = _slice(prof, slice) if slice else prof.slices.order_by("-started_at").first()
         with listening(self._print_step):
             run = run_now(profile=prof, slice_=slice_, trigger=trigger)
@@ -84,21 +84,6 @@ class Command(BaseCommand):
         if errors:
             raise CommandError(f"{len(errors)} violation{'s' if len(errors) != 1 else ''} in {file}")
         self.stdout.write(self.style.SUCCESS(f"{file}: a valid v5 card"))
-
-
-def _profile(key: str, username: str | None) -> Profile:
-    users = get_user_model().objects
-    owner = (
-        users.filter(username=username).first()
-        if username
-        else users.filter(is_superuser=True).order_by("pk").first()
-    )
-    if owner is None:
-        raise CommandError(f"no user {username!r}" if username else "no superuser — pass --user")
-    profile = Profile.objects.filter(user=owner, key=key).first()
-    if profile is None:
-        raise CommandError(f"{owner} has no profile {key!r}")
-    return profile
 
 
 def _slice(profile: Profile, ref: str) -> Slice:

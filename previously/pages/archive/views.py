@@ -65,14 +65,8 @@ def search_page(lines, *, profile_id: int, query: str, sort: str, page: int) -> 
 def browse_page(lines, *, profile, before: str = "") -> tuple[list[Message], str]:
     """Up to PAGE_SIZE lines, newest first, older than the line `before` (keyset on created_at, id);
     and the mid to continue from ('' at the end)."""
-    if before:
-        anchor = Message.objects.for_profile(profile).filter(mid=before).values("created_at", "id").first()
-        if anchor is None:
-            return [], ""
-        lines = lines.filter(
-            Q(created_at__lt=anchor["created_at"]) | Q(created_at=anchor["created_at"], id__lt=anchor["id"])
-        )
-    rows = list(lines.select_related("slice").order_by("-created_at", "-id")[: PAGE_SIZE + 1])
+    lines = lines.page_from(before, anchors=Message.objects.for_profile(profile))
+    rows = list(lines.select_related("slice")[: PAGE_SIZE + 1])
     more = len(rows) > PAGE_SIZE
     rows = rows[:PAGE_SIZE]
     return rows, (rows[-1].mid if more and rows else "")

@@ -3,7 +3,6 @@
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.core.files.storage import default_storage
-from django.db.models import Q
 from django.http import FileResponse, Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -25,15 +24,7 @@ PAGE_SIZE = 30
 def archive_page(profile: Profile, *, before: str | None = None) -> tuple[list[Message], str | None]:
     """Up to PAGE_SIZE live lines before the line `before` (keyset on created_at, id), oldest first,
     and the mid to ask for the next older page (None when there is none)."""
-    lines = Message.objects.for_profile(profile).live()
-    if before:
-        anchor = lines.filter(mid=before).values("created_at", "id").first()
-        if anchor is None:
-            return [], None
-        lines = lines.filter(
-            Q(created_at__lt=anchor["created_at"]) | Q(created_at=anchor["created_at"], id__lt=anchor["id"])
-        )
-    rows = list(lines.order_by("-created_at", "-id")[: PAGE_SIZE + 1])
+    rows = list(Message.objects.for_profile(profile).live().page_from(before)[: PAGE_SIZE + 1])
     more = len(rows) > PAGE_SIZE
     page = rows[:PAGE_SIZE][::-1]
     _mark_retryable(page)

@@ -9,7 +9,7 @@ from memory.archive import archive_message
 from memory.models import Experience, Highlight, Message
 from memory.recall import recall
 from memory.recall.budget import approx_tokens
-from memory.recall.context import _curated
+from memory.recall.context import CURATED_SCAN_LIMIT
 from memory.recall.index import remove_messages
 from tests.factories import ExperienceFactory, HighlightFactory, ProfileFactory
 
@@ -124,7 +124,8 @@ def test_highlights_and_experiences_r3():
 
 
 def test_the_curated_lookup_matches_the_querysets_it_stands_for_r3():
-    """recall reads highlights and experiences in plain SQL; it must keep exactly usable()/valid()."""
+    """recall reads highlights and experiences in plain SQL (Highlight.objects.recall_pool); it must
+    keep exactly usable()/valid()."""
     profile = ProfileFactory()
     other = ProfileFactory(user=profile.user, key="other")
     line = say(profile, 1, "Mochi the cat", NOW - timedelta(days=3))
@@ -143,7 +144,7 @@ def test_the_curated_lookup_matches_the_querysets_it_stands_for_r3():
     ExperienceFactory(profile=profile, title="flagged", status="candidate", flagged="broken")
     ExperienceFactory(profile=other, title="another profile's", status="active")
 
-    highlights, experiences = _curated(profile.pk)
+    highlights, experiences = Highlight.objects.recall_pool(profile.pk, limit=CURATED_SCAN_LIMIT)
     expected_h = Highlight.objects.for_profile(profile).usable().order_by("-created_at")
     expected_e = Experience.objects.for_profile(profile).valid().filter(status__in=["active", "candidate"])
     assert [(h.pk, h.mid, h.content) for h in highlights] == [(h.pk, h.mid, h.content) for h in expected_h]

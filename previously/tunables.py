@@ -1,0 +1,144 @@
+"""The product's tunables: one defaults dict, a type and bounds per entry (STYLE 11).
+
+`settings.py` reads them from the environment once (`from_environment`); the system check in
+`apps.py` names, at start-up, any value that is not what its entry expects (`problem`). Each
+name is at once the environment variable and the Django setting callers read. A value that
+cannot be read as its type is kept as written, so the check can show it; the README's
+configuration table says what each one means.
+"""
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+TRUE_WORDS = ("1", "true", "yes", "on")
+FALSE_WORDS = ("0", "false", "no", "off")
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+Value = bool | int | str
+
+
+def hours_window(text: str) -> bool:
+    """PREVIOUSLY_PROACTIVE_HOURS: empty (any time) or local hours "start-end" in 0-24, e.g.
+    "8-22" or "20-2" (across midnight); a missing end means 24."""
+    if not text.strip():
+        return True
+    start, _, end = text.strip().partition("-")
+    try:
+        hours = (int(start), int(end or 24))
+    except ValueError:
+        return False
+    return all(0 <= h <= 24 for h in hours)
+
+
+@dataclass(frozen=True)
+class Tunable:
+    """One setting read from the environment: its default fixes its type (bool, int or str)."""
+
+    default: Value
+    minimum: int | None = None  # ints
+    choices: tuple[str, ...] = ()  # strs, matched ignoring case and surrounding spaces
+    valid: Callable[[str], bool] | None = None  # strs of a given shape, with `shape` in words
+    shape: str = ""
+
+    def parse(self, raw: str | None) -> Value:
+        """The value the environment text `raw` stands for: the default when unset (or, for a
+        number or switch, empty); the text itself when it cannot be read as this type."""
+        if raw is None:
+            return self.default
+        if isinstance(self.default, str):
+            if self.choices:
+                return next((c for c in self.choices if c.lower() == raw.strip().lower()), raw)
+            return raw
+        text = raw.strip()
+        if not text:
+            return self.default
+        if isinstance(self.default, bool):
+            word = text.lower()
+            return True if word in TRUE_WORDS else False if word in FALSE_WORDS else raw
+        try:
+            return int(text)
+        except ValueError:
+            return raw
+
+    def as_environment(self, value: Value) -> str:
+        """`value` as it would be written in the environment (a switch as 1 or 0)."""
+        if isinstance(value, bool):
+            return "1" if value else "0"
+        return repr(value) if isinstance(value, str) else str(value)
+
+    def problem(self, value: object) -> str | None:
+        """What `value` should have been, in words, or None when it is fine."""
+        if isinstance(self.default, bool):
+            ok = isinstance(value, bool)
+            return None if ok else f"a switch: {'/'.join(TRUE_WORDS)} or {'/'.join(FALSE_WORDS)}"
+        if isinstance(self.default, int):
+            at_least = f" of at least {self.minimum}" if self.minimum is not None else ""
+            if isinstance(value, bool) or not isinstance(value, int):
+                return f"a whole number{at_least}"
+            return f"a whole number{at_least}" if self.minimum is not None and value < self.minimum else None
+        if not isinstance(value, str):
+            return "text"
+        if self.choices and value not in self.choices:
+            return f"one of {', '.join(self.choices)}"
+        if self.valid is not None and not self.valid(value):
+            return self.shape
+        return None
+
+
+# The defaults, in one place. 0 turns a periodic check or a welcome-back off.
+TUNABLES: dict[str, Tunable] = {
+    # Model providers (SPEC L1-L3). Unset base URL: try a local Ollama once, else offline.
+    "PREVIOUSLY_LLM_BASE_URL": Tunable(""),
+    "PREVIOUSLY_LLM_API_KEY": Tunable(""),
+    "PREVIOUSLY_LLM_MODEL": Tunable(""),
+    "PREVIOUSLY_AGENT_MODEL": Tunable(""),
+    # Legacy switches keep their meaning and defaults (SPEC P4).
+    "STRICT_MID": Tunable(True),
+    "MEM_READ_LEGACY": Tunable(True),
+    "PREVIOUSLY_TOMBSTONE_TTL_DAYS": Tunable(400, minimum=0),
+    # Slices (SPEC S1) and recall (SPEC R4).
+    "PREVIOUSLY_SLICE_GAP_MINUTES": Tunable(30, minimum=1),
+    "PREVIOUSLY_CONTEXT_TOKENS": Tunable(1500, minimum=0),
+    # Background tasks (K11, O3): see TASKS in settings.py.
+    "PREVIOUSLY_TASKS_BACKEND": Tunable("thread", choices=("thread", "db", "immediate")),
+    "PREVIOUSLY_TASK_THREADS": Tunable(2, minimum=1),
+    # The Previously Agent (K3, K10): model calls per evolution run; whether, besides the
+    # Chinese/English rules, one extra non-streamed model call after each reply (off the reply
+    # path) looks for an explicit memory request; the idle-slice check period in seconds
+    # (`manage.py close_idle_slices` does the same by hand or from cron).
+    "PREVIOUSLY_AGENT_MAX_STEPS": Tunable(12, minimum=1),
+    "PREVIOUSLY_TURN_ANALYZER_MODEL": Tunable(True),
+    "PREVIOUSLY_IDLE_CHECK_SECONDS": Tunable(60, minimum=0),
+    # Image messages (SPEC A7): the largest upload in bytes (the type is checked by content);
+    # whether the model takes images (image_url parts; 0 sends an "[image: …]" stand-in).
+    "PREVIOUSLY_IMAGE_MAX_BYTES": Tunable(8 * 1024 * 1024, minimum=1),
+    "PREVIOUSLY_LLM_IMAGES": Tunable(True),
+    # Proactive messages (K15): per profile and local day (the legacy count is honoured); a
+    # welcome-back after this many hours away (needs a model); the Horizon check period in
+    # seconds (`manage.py send_proactive` from cron); local hours in which the companion may
+    # write first (start-end, end exclusive).
+    "PREVIOUSLY_PROACTIVE_PER_DAY": Tunable(3, minimum=0),
+    "PREVIOUSLY_PROACTIVE_RETURN_HOURS": Tunable(24, minimum=0),
+    "PREVIOUSLY_PROACTIVE_CHECK_SECONDS": Tunable(600, minimum=0),
+    "PREVIOUSLY_PROACTIVE_HOURS": Tunable(
+        "8-22", valid=hours_window, shape='local hours "start-end" within 0-24, e.g. 8-22, or empty'
+    ),
+    # The data page refuses exports larger than this (hostile input).
+    "PREVIOUSLY_MAX_IMPORT_BYTES": Tunable(200 * 1024 * 1024, minimum=1),
+    # Threads per process for the chat's database calls on PostgreSQL (previously/chat/db.py).
+    "PREVIOUSLY_DB_THREADS": Tunable(4, minimum=1),
+    "PREVIOUSLY_LOG_LEVEL": Tunable("INFO", choices=LOG_LEVELS),
+}
+
+
+def from_environment(environ: Mapping[str, str]) -> dict[str, Value]:
+    """Every tunable as `environ` sets it, or its default."""
+    return {name: tunable.parse(environ.get(name)) for name, tunable in TUNABLES.items()}
+
+
+def usable(name: str, value: object) -> Value:
+    """`value` when it is fine for the tunable `name`, else its default: for the few values
+    settings.py itself builds on (logging, tasks), so Django starts far enough to run the check
+    that names the bad one."""
+    tunable = TUNABLES[name]
+    return tunable.default if tunable.problem(value) else value
