@@ -7,6 +7,7 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
+from memory.deletion import hide_message
 from memory.models import Experience, Message, Profile, Relation, Tombstone
 from memory.models.archive import validate_profile_key
 from tests.factories import (
@@ -220,7 +221,7 @@ def test_page_from_without_a_line_gives_them_all_and_an_unknown_line_none():
 
 def test_page_from_may_look_for_its_line_beyond_the_lines_it_pages():
     profile, lines = _five_lines()
-    lines[3].hide()
+    hide_message(lines[3])
     live = Message.objects.for_profile(profile).live()
     assert list(live.page_from(lines[3].mid)) == []
     anchored = live.page_from(lines[3].mid, anchors=Message.objects.for_profile(profile))
