@@ -24,7 +24,13 @@ $(STAMP): pyproject.toml | $(PY)
 	$(PY) -m pip install --quiet -e '.[test]'
 	@touch $(STAMP)
 
-install: $(STAMP)
+# The compiled catalogues are generated files (git-ignored), made from the committed .po by
+# Babel's compiler; Django's `compilemessages` (GNU gettext) writes the same files.
+MO := $(patsubst %.po,%.mo,$(wildcard locale/*/LC_MESSAGES/django.po))
+locale/%/LC_MESSAGES/django.mo: locale/%/LC_MESSAGES/django.po $(STAMP)
+	$(VENV)/bin/pybabel compile --statistics -l $* -i $< -o $@
+
+install: $(STAMP) $(MO)
 
 migrate: install
 	$(PY) manage.py migrate --noinput

@@ -21,6 +21,7 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 from django.template.loader import render_to_string
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from memory import proactive as rules
 from memory.cards import live_card
@@ -28,6 +29,7 @@ from memory.clock import local_clock
 from memory.models import Message, ProactiveSend, Profile
 from previously.agent.briefing import briefing_text
 from previously.chat import markers, prompt
+from previously.i18n import for_profile
 from previously.llm import ProviderError, get_provider
 
 log = logging.getLogger(__name__)
@@ -133,14 +135,11 @@ def should_welcome_back(profile: Profile, *, now: datetime | None = None) -> boo
 
 def reminder(profile: Profile, due: rules.Due) -> str:
     """The offline (and fallback) wording: plainly a reminder from the card, in the profile's language."""
-    item, by = due.item.text, due.item.by.isoformat()
-    if profile.language == "zh":
+    words = {"item": due.item.text, "date": due.item.by.isoformat()}
+    with for_profile(profile):
         if due.late == 0:
-            return f"来自你的卡片的提醒：「{item}」今天到期（{by}）。"
-        return f"来自你的卡片的提醒：「{item}」的期限是 {by}。进展如何？"
-    if due.late == 0:
-        return f"Reminder from your card: “{item}” is due today ({by})."
-    return f"Reminder from your card: “{item}” was due on {by}. How did it go?"
+            return gettext("Reminder from your card: “%(item)s” is due today (%(date)s).") % words
+        return gettext("Reminder from your card: “%(item)s” was due on %(date)s. How did it go?") % words
 
 
 def _horizon_instruction(profile: Profile, due: rules.Due) -> str:

@@ -16,6 +16,7 @@ from django.db import connection
 from django.db.models import Q
 from django.template.loader import render_to_string
 from django.utils import timezone
+from django.utils.translation import gettext, pgettext
 
 from memory.archive import MidConflict, archive_message
 from memory.cards import injected_card_for
@@ -30,6 +31,7 @@ from previously.agent.briefing import arrival_briefing
 from previously.agent.lifecycle import slice_closed
 from previously.chat import markers, prompt
 from previously.chat.db import db_call
+from previously.i18n import for_profile
 from previously.llm import ProviderError, get_provider
 
 log = logging.getLogger(__name__)
@@ -237,23 +239,25 @@ def offline_reply(profile: Profile, user_message: Message, now: datetime) -> str
 
     Unlike a model's prompt, which replays the slice's recent turns, this answer may quote the
     current conversation too: only the question itself is left out."""
-    zh = profile.language == "zh"
     recalled = recall(profile=profile, query=user_message.content, now=now, exclude_ids=[user_message.pk])
     lines = recalled.fragments[:3]
-    if not lines:
-        return (
-            "离线模式——没有配置模型。你的消息已保存；我的记忆里还没有找到相关的内容。"
-            if zh
-            else "Offline — no model configured. Your message is saved; I found nothing related in your memory yet."
-        )
-    head = "离线模式——没有配置模型。以下是你的记忆：" if zh else "Offline — no model configured. From your memory:"
-    who = {Message.Speaker.USER: "你" if zh else "you", Message.Speaker.ASSISTANT: "伙伴" if zh else "companion"}
-    quoted = [
-        f"· {m.local_day_key or m.created_at.date().isoformat()} {who.get(m.speaker, m.speaker)}："
-        f"「{m.content}」" if zh else
-        f"· {m.local_day_key or m.created_at.date().isoformat()}, {who.get(m.speaker, m.speaker)}: “{m.content}”"
-        for m in lines
-    ]
+    with for_profile(profile):
+        if not lines:
+            return gettext(
+                "Offline — no model configured. Your message is saved; I found nothing related in your memory yet."
+            )
+        head = gettext("Offline — no model configured. From your memory:")
+        who = {
+            Message.Speaker.USER: pgettext("speaker quoted in an offline reply", "you"),
+            Message.Speaker.ASSISTANT: pgettext("speaker quoted in an offline reply", "companion"),
+        }
+        quoted = [
+            gettext("· %(day)s, %(speaker)s: “%(content)s”") % {
+                "day": m.local_day_key or m.created_at.date().isoformat(),
+                "speaker": who.get(m.speaker, m.speaker), "content": m.content,
+            }
+            for m in lines
+        ]
     return "\n".join([head, *quoted])
 
 
