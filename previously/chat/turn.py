@@ -16,7 +16,8 @@ from django.db import connection
 from django.db.models import Q
 from django.template.loader import render_to_string
 from django.utils import timezone
-from django.utils.translation import gettext, pgettext
+from django.utils.text import format_lazy
+from django.utils.translation import gettext, gettext_lazy, pgettext
 
 from memory.archive import MidConflict, archive_message
 from memory.cards import injected_card_for
@@ -57,11 +58,13 @@ class UserFrame:
         mid = str(data.get("mid") or "")
         text = str(data.get("text") or "")
         if not USER_MID_RE.match(mid):
-            raise BadFrame("invalid message id: expected c_ and 16 hex digits")
+            raise BadFrame(gettext_lazy("invalid message id: expected c_ and 16 hex digits"))
         if not text.strip():
-            raise BadFrame("empty message")
+            raise BadFrame(gettext_lazy("empty message"))
         if len(text) > MAX_TEXT:
-            raise BadFrame(f"message too long ({len(text)} characters, limit {MAX_TEXT})")
+            raise BadFrame(format_lazy(
+                gettext_lazy("message too long ({count} characters, limit {limit})"), count=len(text), limit=MAX_TEXT
+            ))
         return cls(mid=mid, text=text, local_time=data.get("local_time") or None, tz=data.get("tz") or None)
 
 
@@ -95,8 +98,9 @@ def render_message(
     )
 
 
-def notice(text: str, *, level: str = "error") -> str:
-    return render("notice", text=text, level=level)
+def notice(text: str, *, level: str = "error", lang: str | None = None) -> str:
+    """A notice line; a lazy `text` is translated in `lang`, the profile's language."""
+    return render("notice", text=text, level=level, lang=lang)
 
 
 # --- database helpers (sync) -----------------------------------------------------------------
@@ -269,18 +273,18 @@ async def handle_send(profile: Profile, data: dict, send: Send) -> None:
     try:
         frame = UserFrame.parse(data)
     except BadFrame as exc:
-        await send(notice(str(exc)))
+        await send(notice(exc.args[0], lang=lang))
         return
     try:
         archived = await _archive_user(profile, frame)
     except MidConflict as exc:
-        await send(render("gone", target=f"msg-{frame.mid}") + notice(
-            f"mid_conflict: {exc.mid} is already stored with different text; nothing was changed."
-        ))
+        await send(render("gone", target=f"msg-{frame.mid}") + notice(format_lazy(
+            gettext_lazy("mid_conflict: {mid} is already stored with different text; nothing was changed."), mid=exc.mid
+        ), lang=lang))
         return
     except Exception:
         log.exception("archiving user message %s failed", frame.mid)
-        await send(notice("Your message could not be saved. Nothing was sent; try again."))
+        await send(notice(gettext_lazy("Your message could not be saved. Nothing was sent; try again."), lang=lang))
         return
     user_message = archived.message
     await send(render_message(user_message, lang=lang))
@@ -322,7 +326,7 @@ async def handle_reply(profile: Profile, data: dict, send: Send) -> None:
     """A reply to a line already archived over HTTP (an image upload, A7): once per line."""
     user_message = await _user_message(profile, str(data.get("mid") or ""))
     if user_message is None:
-        await send(notice("That message is no longer in the archive."))
+        await send(notice(gettext_lazy("That message is no longer in the archive."), lang=profile.language))
         return
     lang = profile.language
     await send(render_message(user_message, lang=lang))
@@ -337,7 +341,7 @@ async def handle_retry(profile: Profile, data: dict, send: Send) -> None:
     """A new reply attempt for a user message whose reply failed (L3)."""
     user_message = await _user_message(profile, str(data.get("mid") or ""))
     if user_message is None:
-        await send(notice("That message is no longer in the archive."))
+        await send(notice(gettext_lazy("That message is no longer in the archive."), lang=profile.language))
         return
     if data.get("failed"):
         await send(render("gone", target=f"retry-{data['failed']}"))
