@@ -73,4 +73,4 @@ lint: install
 	$(VENV)/bin/ruff check .
 
 clean:
-	rm -rf $(VENV) var/test-*
+	rm -rf $(VENV) var/test-* $(MO)

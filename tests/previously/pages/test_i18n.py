@@ -94,9 +94,9 @@ def test_every_marked_string_is_in_the_catalogue(tmp_path, monkeypatch, settings
 
 # Text that is not interface text: prompt data for the model (chosen per profile language, kept
 # byte-identical within a slice, SPEC R5/K9), words the user may type or the card may contain,
-# the language's own name in LANGUAGES and in Profile.Language.
+# the language's own name in Profile.Language.
 NOT_INTERFACE = {
-    "previously/settings.py", "previously/chat/prompt.py", "previously/proactive.py",
+    "previously/chat/prompt.py", "previously/proactive.py",
     "previously/agent/analyzer.py", "previously/agent/briefing.py", "memory/clock.py",
     "memory/card/inject.py", "memory/card/directives.py", "memory/card/mutations.py",
     "memory/models/archive.py", "memory/proactive.py", "memory/recall/tokenize.py",
