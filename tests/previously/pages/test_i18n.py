@@ -28,7 +28,9 @@ SOURCES = ["previously", "memory", "templates"]
 
 def entries(po: Path):
     with po.open("rb") as f:
-        return [m for m in read_po(f) if m.id]
+        catalogue = read_po(f)
+    assert not catalogue.fuzzy, f"{po.relative_to(BASE)}: drop '#, fuzzy' from the header, or nothing compiles"
+    return [m for m in catalogue if m.id]
 
 
 def key(message) -> tuple[str | None, str]:
