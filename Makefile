@@ -31,7 +31,13 @@ $(STAMP): pyproject.toml $(LOCK) | $(PY)
 	$(PY) -m pip check
 	@touch $(STAMP)
 
-install: $(STAMP)
+# The compiled catalogues are generated files (git-ignored), made from the committed .po by
+# Babel's compiler; Django's `compilemessages` (GNU gettext) writes the same files.
+MO := $(patsubst %.po,%.mo,$(wildcard locale/*/LC_MESSAGES/django.po))
+locale/%/LC_MESSAGES/django.mo: locale/%/LC_MESSAGES/django.po $(STAMP)
+	$(VENV)/bin/pybabel compile --statistics -l $* -i $< -o $@
+
+install: $(STAMP) $(MO)
 
 # Refresh $(LOCK) after changing a dependency in pyproject.toml (pins still allowed there are
 # kept). LOCK_ARGS=--upgrade takes the newest releases within pyproject's ranges;
@@ -86,4 +92,4 @@ lint: install
 	$(VENV)/bin/lint-imports
 
 clean:
-	rm -rf $(VENV) $(LOCK_VENV) var/test-*
+	rm -rf $(VENV) $(LOCK_VENV) var/test-* $(MO)

@@ -1,6 +1,7 @@
 """Admin for every memory model: the columns that matter, search, profile/status/deleted filters."""
 
 from django.contrib import admin
+from django.utils.translation import gettext_lazy as _
 
 from memory import admin_actions
 from memory.models import (
@@ -28,11 +29,11 @@ from memory.models import (
 
 
 class DeletedFilter(admin.SimpleListFilter):
-    title = "deleted"
+    title = _("deleted")
     parameter_name = "deleted"
 
     def lookups(self, request, model_admin):
-        return [("live", "live"), ("soft", "soft-deleted")]
+        return [("live", _("live")), ("soft", _("soft-deleted"))]
 
     def queryset(self, request, queryset):
         if self.value() == "live":
@@ -76,7 +77,7 @@ class MessageAdmin(admin.ModelAdmin):
     raw_id_fields = ["slice"]
     actions = [admin_actions.purge_soft_deleted, admin_actions.restore_soft_deleted]
 
-    @admin.display(description="content")
+    @admin.display(description=_("content"))
     def short_content(self, obj):
         return obj.content[:80]
 
@@ -89,7 +90,7 @@ class HighlightAdmin(admin.ModelAdmin):
     raw_id_fields = ["message"]
     actions = [admin_actions.purge_soft_deleted, admin_actions.restore_soft_deleted]
 
-    @admin.display(description="content")
+    @admin.display(description=_("content"))
     def short_content(self, obj):
         return obj.content[:80]
 

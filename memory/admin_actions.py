@@ -2,35 +2,39 @@
 
 from django.contrib import admin, messages
 from django.template.response import TemplateResponse
+from django.utils.translation import gettext
+from django.utils.translation import gettext_lazy as _
 
 from memory.deletion import message_refs, purge_records, restore_records
 from memory.models import ExperienceHistory, Message
 
 
-@admin.action(description="Confirm selected candidate experiences", permissions=["change"])
+@admin.action(description=_("Confirm selected candidate experiences"), permissions=["change"])
 def confirm_experiences(modeladmin, request, queryset):
     changed = sum(e.confirm(by=request.user, actor=ExperienceHistory.Actor.ADMIN) for e in _valid(queryset))
-    modeladmin.message_user(request, f"Confirmed {changed} experience(s).", messages.SUCCESS)
+    modeladmin.message_user(request, gettext("Confirmed %(count)d experience(s).") % {"count": changed}, messages.SUCCESS)
 
 
-@admin.action(description="Reject selected experiences", permissions=["change"])
+@admin.action(description=_("Reject selected experiences"), permissions=["change"])
 def reject_experiences(modeladmin, request, queryset):
     changed = sum(e.reject(by=request.user, actor=ExperienceHistory.Actor.ADMIN) for e in _valid(queryset))
-    modeladmin.message_user(request, f"Rejected {changed} experience(s).", messages.SUCCESS)
+    modeladmin.message_user(request, gettext("Rejected %(count)d experience(s).") % {"count": changed}, messages.SUCCESS)
 
 
 def _valid(queryset):
     return queryset.filter(deleted_at__isnull=True, invalid_at__isnull=True)
 
 
-@admin.action(description="Purge selected soft-deleted rows for good (tombstones)", permissions=["delete"])
+@admin.action(description=_("Purge selected soft-deleted rows for good (tombstones)"), permissions=["delete"])
 def purge_soft_deleted(modeladmin, request, queryset):
     """D4: first a dry-run count on a confirmation page; on confirm purge in batches and report."""
     soft = queryset.filter(deleted_at__isnull=False)
     if request.POST.get("post") == "yes":
         report = purge_records(soft, batch=200)
-        summary = ", ".join(f"{label}: {n}" for label, _, n in report.rows() if n) or "nothing"
-        modeladmin.message_user(request, f"Purged. Tombstones written — {summary}.", messages.SUCCESS)
+        summary = ", ".join(f"{label}: {n}" for label, _kind, n in report.rows() if n) or gettext("nothing")
+        modeladmin.message_user(
+            request, gettext("Purged. Tombstones written — %(summary)s.") % {"summary": summary}, messages.SUCCESS
+        )
         return None
     cascade = []
     if queryset.model is Message:
@@ -38,7 +42,7 @@ def purge_soft_deleted(modeladmin, request, queryset):
         cascade = [(mid, refs) for mid, refs in cascade if refs]
     context = {
         **modeladmin.admin_site.each_context(request),
-        "title": "Purge soft-deleted rows for good?",
+        "title": gettext("Purge soft-deleted rows for good?"),
         "opts": modeladmin.model._meta,
         "selected": queryset.count(),
         "soft": soft.count(),
@@ -51,7 +55,7 @@ def purge_soft_deleted(modeladmin, request, queryset):
     return TemplateResponse(request, "admin/memory/purge_confirmation.html", context)
 
 
-@admin.action(description="Keep selected: restore soft-deleted rows", permissions=["change"])
+@admin.action(description=_("Keep selected: restore soft-deleted rows"), permissions=["change"])
 def restore_soft_deleted(modeladmin, request, queryset):
     restored = restore_records(queryset)
-    modeladmin.message_user(request, f"Restored {restored} row(s).", messages.SUCCESS)
+    modeladmin.message_user(request, gettext("Restored %(count)d row(s).") % {"count": restored}, messages.SUCCESS)

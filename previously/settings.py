@@ -12,7 +12,9 @@ import secrets
 from pathlib import Path
 
 import dj_database_url
+from django.conf.locale import LANG_INFO
 from django.utils.csp import CSP
+from django.utils.translation import to_language
 
 from previously import tunables
 
@@ -205,8 +207,13 @@ LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
 
 LANGUAGE_CODE = "en"
-LANGUAGES = [("en", "English"), ("zh-hans", "简体中文")]
 LOCALE_PATHS = [BASE_DIR / "locale"]
+# English (the msgids) and one language per catalogue, named in itself: adding an interface
+# language is adding locale/<ll>/LC_MESSAGES/django.po (issue 14 §4).
+LANGUAGES = [(LANGUAGE_CODE, "English")] + [
+    (code, LANG_INFO.get(code, {}).get("name_local", code))
+    for code in (to_language(po.parts[-3]) for po in sorted(LOCALE_PATHS[0].glob("*/LC_MESSAGES/django.po")))
+]
 USE_I18N = True
 TIME_ZONE = "UTC"
 USE_TZ = True

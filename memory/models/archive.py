@@ -9,6 +9,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 from django.db import connections, models
 from django.db.models import Q
+from django.utils.translation import gettext_lazy as _
 
 from memory.models.base import ProfileScopedQuerySet, choices_check
 
@@ -67,20 +68,22 @@ class Profile(models.Model):
     """One companion's memory space; every other row belongs to exactly one (P1, P2)."""
 
     user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="profiles"
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="profiles", verbose_name=_("user")
     )
     key = models.CharField(
-        max_length=32, default=DEFAULT_PROFILE_KEY, validators=[profile_key_validator]
+        max_length=32, default=DEFAULT_PROFILE_KEY, validators=[profile_key_validator], verbose_name=_("key")
     )
-    name = models.CharField(max_length=100, blank=True)
-    persona = models.TextField(blank=True, help_text="The identity constitution.")
-    language = models.CharField(max_length=2, choices=Language.choices, default=Language.ZH)
-    proactive_enabled = models.BooleanField(default=True)
-    created_at = models.DateTimeField(auto_now_add=True)
+    name = models.CharField(max_length=100, blank=True, verbose_name=_("name"))
+    persona = models.TextField(blank=True, help_text=_("The identity constitution."), verbose_name=_("persona"))
+    language = models.CharField(max_length=2, choices=Language.choices, default=Language.ZH, verbose_name=_("language"))
+    proactive_enabled = models.BooleanField(default=True, verbose_name=_("proactive enabled"))
+    created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))
 
     objects = ProfileManager()
 
     class Meta:
+        verbose_name = _("profile")
+        verbose_name_plural = _("profiles")
         constraints = [
             models.UniqueConstraint(fields=["user", "key"], name="profile_unique_key_per_user"),
             models.CheckConstraint(
@@ -122,20 +125,22 @@ class Slice(models.Model):
 
     CloseReason = SliceCloseReason
 
-    profile = models.ForeignKey(Profile, on_delete=models.CASCADE, related_name="slices")
-    key = models.CharField(max_length=15, validators=[RegexValidator(SLICE_KEY_PATTERN)])
-    started_at = models.DateTimeField()
-    last_message_at = models.DateTimeField()
-    ended_at = models.DateTimeField(null=True, blank=True)
-    close_reason = models.CharField(max_length=20, choices=CloseReason.choices, blank=True)
-    tz = models.CharField(max_length=64, default="UTC")
+    profile = models.ForeignKey(Profile, on_delete=models.CASCADE, related_name="slices", verbose_name=_("profile"))
+    key = models.CharField(max_length=15, validators=[RegexValidator(SLICE_KEY_PATTERN)], verbose_name=_("key"))
+    started_at = models.DateTimeField(verbose_name=_("started at"))
+    last_message_at = models.DateTimeField(verbose_name=_("last message at"))
+    ended_at = models.DateTimeField(null=True, blank=True, verbose_name=_("ended at"))
+    close_reason = models.CharField(max_length=20, choices=CloseReason.choices, blank=True, verbose_name=_("close reason"))
+    tz = models.CharField(max_length=64, default="UTC", verbose_name=_("tz"))
     # K9: the card as injected into prompts, frozen for the life of the slice; NULL until the
     # slice's first turn freezes it ("" is a frozen empty card).
-    injected_card = models.TextField(null=True, blank=True)  # noqa: DJ001 - NULL means "not frozen yet"
+    injected_card = models.TextField(null=True, blank=True, verbose_name=_("injected card"))  # noqa: DJ001 - NULL means "not frozen yet"
 
     objects = SliceQuerySet.as_manager()
 
     class Meta:
+        verbose_name = _("slice")
+        verbose_name_plural = _("slices")
         constraints = [
             models.UniqueConstraint(fields=["profile", "key"], name="slice_unique_key_per_profile"),
             models.CheckConstraint(
@@ -181,16 +186,17 @@ class SliceLogEntry(models.Model):
 
     Kind = SliceLogEntryKind
 
-    slice = models.ForeignKey(Slice, on_delete=models.CASCADE, related_name="log_entries")
-    kind = models.CharField(max_length=20, choices=Kind.choices)
-    summary = models.CharField(max_length=500, blank=True)
-    data = models.JSONField(default=dict, blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
+    slice = models.ForeignKey(Slice, on_delete=models.CASCADE, related_name="log_entries", verbose_name=_("slice"))
+    kind = models.CharField(max_length=20, choices=Kind.choices, verbose_name=_("kind"))
+    summary = models.CharField(max_length=500, blank=True, verbose_name=_("summary"))
+    data = models.JSONField(default=dict, blank=True, verbose_name=_("data"))
+    created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))
 
     class Meta:
+        verbose_name = _("slice log entry")
         constraints = [choices_check("kind", SliceLogEntryKind, "slicelog_kind_valid")]
         ordering = ["slice_id", "created_at", "id"]
-        verbose_name_plural = "slice log entries"
+        verbose_name_plural = _("slice log entries")
 
     def __str__(self) -> str:
         return f"{self.slice} {self.kind}: {self.summary}"
@@ -277,34 +283,36 @@ class Message(models.Model):
 
     Status = MessageStatus
 
-    profile = models.ForeignKey(Profile, on_delete=models.CASCADE, related_name="messages")
-    slice = models.ForeignKey(Slice, on_delete=models.CASCADE, related_name="messages")
-    mid = models.CharField(max_length=64)
-    speaker = models.CharField(max_length=10, choices=Speaker.choices)
-    message_type = models.CharField(max_length=20, choices=Type.choices, default=Type.TEXT)
-    content = models.TextField(blank=True)
+    profile = models.ForeignKey(Profile, on_delete=models.CASCADE, related_name="messages", verbose_name=_("profile"))
+    slice = models.ForeignKey(Slice, on_delete=models.CASCADE, related_name="messages", verbose_name=_("slice"))
+    mid = models.CharField(max_length=64, verbose_name=_("mid"))
+    speaker = models.CharField(max_length=10, choices=Speaker.choices, verbose_name=_("speaker"))
+    message_type = models.CharField(max_length=20, choices=Type.choices, default=Type.TEXT, verbose_name=_("message type"))
+    content = models.TextField(blank=True, verbose_name=_("content"))
     # The assistant's raw output with markers (A5), kept beside the cleaned content.
-    raw_content = models.TextField(blank=True)
-    status = models.CharField(max_length=10, choices=Status.choices, default=Status.COMPLETE)
-    created_at = models.DateTimeField(db_index=True)
+    raw_content = models.TextField(blank=True, verbose_name=_("raw content"))
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.COMPLETE, verbose_name=_("status"))
+    created_at = models.DateTimeField(db_index=True, verbose_name=_("created at"))
     # The user's local clock when the line was said (R7): day key, hour, period of day.
-    local_day_key = models.CharField(max_length=10, blank=True)
-    local_hour = models.PositiveSmallIntegerField(null=True, blank=True)
-    period = models.CharField(max_length=16, blank=True)
-    tz = models.CharField(max_length=64, blank=True)
-    source_id = models.CharField(max_length=128, blank=True)
-    sync_status = models.CharField(max_length=32, blank=True)
-    deleted_at = models.DateTimeField(null=True, blank=True)
-    attachment = models.JSONField(null=True, blank=True)
+    local_day_key = models.CharField(max_length=10, blank=True, verbose_name=_("local day key"))
+    local_hour = models.PositiveSmallIntegerField(null=True, blank=True, verbose_name=_("local hour"))
+    period = models.CharField(max_length=16, blank=True, verbose_name=_("period"))
+    tz = models.CharField(max_length=64, blank=True, verbose_name=_("tz"))
+    source_id = models.CharField(max_length=128, blank=True, verbose_name=_("source id"))
+    sync_status = models.CharField(max_length=32, blank=True, verbose_name=_("sync status"))
+    deleted_at = models.DateTimeField(null=True, blank=True, verbose_name=_("deleted at"))
+    attachment = models.JSONField(null=True, blank=True, verbose_name=_("attachment"))
     # Legacy identity (A6): the KV key it came from and strHash(profile|content).
-    legacy_key = models.CharField(max_length=300, blank=True)
-    content_hash = models.CharField(max_length=8, blank=True)
+    legacy_key = models.CharField(max_length=300, blank=True, verbose_name=_("legacy key"))
+    content_hash = models.CharField(max_length=8, blank=True, verbose_name=_("content hash"))
     # Legacy value fields with no column of their own (e.g. conversation_id), kept for export.
-    legacy_extra = models.JSONField(default=dict, blank=True)
+    legacy_extra = models.JSONField(default=dict, blank=True, verbose_name=_("legacy extra"))
 
     objects = MessageManager()
 
     class Meta:
+        verbose_name = _("message")
+        verbose_name_plural = _("messages")
         constraints = [
             models.UniqueConstraint(fields=["profile", "mid"], name="message_unique_mid_per_profile"),
             models.CheckConstraint(condition=~models.Q(mid=""), name="message_mid_not_empty"),

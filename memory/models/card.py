@@ -1,6 +1,7 @@
 """The "Previously On" card: live card, per-slice snapshots, evolution runs (SPEC K)."""
 
 from django.db import models
+from django.utils.translation import gettext_lazy as _
 
 from memory.models.archive import Profile, Slice
 from memory.models.base import choices_check
@@ -9,13 +10,15 @@ from memory.models.base import choices_check
 class Card(models.Model):
     """The live card of a profile (K1); `version` guards concurrent writers (K8)."""
 
-    profile = models.OneToOneField(Profile, on_delete=models.CASCADE, related_name="card")
-    text = models.TextField(blank=True)
-    format = models.CharField(max_length=16, default="v5")
-    version = models.PositiveIntegerField(default=0)
-    updated_at = models.DateTimeField(auto_now=True)
+    profile = models.OneToOneField(Profile, on_delete=models.CASCADE, related_name="card", verbose_name=_("profile"))
+    text = models.TextField(blank=True, verbose_name=_("text"))
+    format = models.CharField(max_length=16, default="v5", verbose_name=_("format"))
+    version = models.PositiveIntegerField(default=0, verbose_name=_("version"))
+    updated_at = models.DateTimeField(auto_now=True, verbose_name=_("updated at"))
 
     class Meta:
+        verbose_name = _("card")
+        verbose_name_plural = _("cards")
         constraints = [
             models.CheckConstraint(condition=models.Q(version__gte=0), name="card_version_positive")
         ]
@@ -27,16 +30,18 @@ class Card(models.Model):
 class CardSnapshot(models.Model):
     """The card as it was when a slice ended (K8, K12)."""
 
-    profile = models.ForeignKey(Profile, on_delete=models.CASCADE, related_name="card_snapshots")
-    slice = models.OneToOneField(Slice, on_delete=models.CASCADE, related_name="card_snapshot")
-    text = models.TextField(blank=True)
-    card_version = models.PositiveIntegerField(default=0)
+    profile = models.ForeignKey(Profile, on_delete=models.CASCADE, related_name="card_snapshots", verbose_name=_("profile"))
+    slice = models.OneToOneField(Slice, on_delete=models.CASCADE, related_name="card_snapshot", verbose_name=_("slice"))
+    text = models.TextField(blank=True, verbose_name=_("text"))
+    card_version = models.PositiveIntegerField(default=0, verbose_name=_("card version"))
     run = models.ForeignKey(
-        "EvolutionRun", null=True, blank=True, on_delete=models.SET_NULL, related_name="snapshots"
+        "EvolutionRun", null=True, blank=True, on_delete=models.SET_NULL, related_name="snapshots", verbose_name=_("run")
     )
-    created_at = models.DateTimeField(auto_now_add=True)
+    created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))
 
     class Meta:
+        verbose_name = _("card snapshot")
+        verbose_name_plural = _("card snapshots")
         ordering = ["-created_at", "id"]
 
     def __str__(self) -> str:
@@ -66,27 +71,29 @@ class EvolutionRun(models.Model):
 
     Status = EvolutionRunStatus
 
-    profile = models.ForeignKey(Profile, on_delete=models.CASCADE, related_name="evolution_runs")
+    profile = models.ForeignKey(Profile, on_delete=models.CASCADE, related_name="evolution_runs", verbose_name=_("profile"))
     slice = models.ForeignKey(
-        Slice, null=True, blank=True, on_delete=models.SET_NULL, related_name="evolution_runs"
+        Slice, null=True, blank=True, on_delete=models.SET_NULL, related_name="evolution_runs", verbose_name=_("slice")
     )
-    trigger = models.CharField(max_length=12, choices=Trigger.choices)
-    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
-    skip_reason = models.CharField(max_length=300, blank=True)
-    summary = models.TextField(blank=True)
-    diff = models.TextField(blank=True)
+    trigger = models.CharField(max_length=12, choices=Trigger.choices, verbose_name=_("trigger"))
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED, verbose_name=_("status"))
+    skip_reason = models.CharField(max_length=300, blank=True, verbose_name=_("skip reason"))
+    summary = models.TextField(blank=True, verbose_name=_("summary"))
+    diff = models.TextField(blank=True, verbose_name=_("diff"))
     # Each step: {"at", "kind": tool_call|refused|accepted|model|..., ...}; streamed live too.
-    steps = models.JSONField(default=list, blank=True)
-    model_name = models.CharField(max_length=200, blank=True)
-    error = models.TextField(blank=True)
-    attempts = models.PositiveSmallIntegerField(default=0)
-    card_before = models.TextField(blank=True)
-    card_after = models.TextField(blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
-    started_at = models.DateTimeField(null=True, blank=True)
-    finished_at = models.DateTimeField(null=True, blank=True)
+    steps = models.JSONField(default=list, blank=True, verbose_name=_("steps"))
+    model_name = models.CharField(max_length=200, blank=True, verbose_name=_("model name"))
+    error = models.TextField(blank=True, verbose_name=_("error"))
+    attempts = models.PositiveSmallIntegerField(default=0, verbose_name=_("attempts"))
+    card_before = models.TextField(blank=True, verbose_name=_("card before"))
+    card_after = models.TextField(blank=True, verbose_name=_("card after"))
+    created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))
+    started_at = models.DateTimeField(null=True, blank=True, verbose_name=_("started at"))
+    finished_at = models.DateTimeField(null=True, blank=True, verbose_name=_("finished at"))
 
     class Meta:
+        verbose_name = _("evolution run")
+        verbose_name_plural = _("evolution runs")
         constraints = [
             choices_check("trigger", EvolutionRunTrigger, "evolution_trigger_valid"),
             choices_check("status", EvolutionRunStatus, "evolution_status_valid"),

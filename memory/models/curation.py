@@ -3,6 +3,7 @@
 from django.conf import settings
 from django.db import connections, models, transaction
 from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
 
 from memory.models.archive import Message, Profile
 from memory.models.base import ProfileScopedQuerySet, choices_check
@@ -64,25 +65,27 @@ class Highlight(models.Model):
 
     Source = HighlightSource
 
-    profile = models.ForeignKey(Profile, on_delete=models.CASCADE, related_name="highlights")
-    hid = models.CharField(max_length=64)
+    profile = models.ForeignKey(Profile, on_delete=models.CASCADE, related_name="highlights", verbose_name=_("profile"))
+    hid = models.CharField(max_length=64, verbose_name=_("hid"))
     # Null only for flagged legacy rows whose message is missing.
     message = models.ForeignKey(
-        Message, null=True, blank=True, on_delete=models.CASCADE, related_name="highlights"
+        Message, null=True, blank=True, on_delete=models.CASCADE, related_name="highlights", verbose_name=_("message")
     )
-    mid = models.CharField(max_length=64, help_text="The source message id as recorded.")
-    content = models.TextField()
-    source = models.CharField(max_length=10, choices=Source.choices, default=Source.USER)
-    created_at = models.DateTimeField()
-    deleted_at = models.DateTimeField(null=True, blank=True)
+    mid = models.CharField(max_length=64, help_text=_("The source message id as recorded."), verbose_name=_("mid"))
+    content = models.TextField(verbose_name=_("content"))
+    source = models.CharField(max_length=10, choices=Source.choices, default=Source.USER, verbose_name=_("source"))
+    created_at = models.DateTimeField(verbose_name=_("created at"))
+    deleted_at = models.DateTimeField(null=True, blank=True, verbose_name=_("deleted at"))
     # Non-empty: imported with a broken reference (LEGACY_KV 6); never used in recall.
-    flagged = models.CharField(max_length=200, blank=True)
-    legacy_key = models.CharField(max_length=300, blank=True)
-    legacy_extra = models.JSONField(default=dict, blank=True)
+    flagged = models.CharField(max_length=200, blank=True, verbose_name=_("flagged"))
+    legacy_key = models.CharField(max_length=300, blank=True, verbose_name=_("legacy key"))
+    legacy_extra = models.JSONField(default=dict, blank=True, verbose_name=_("legacy extra"))
 
     objects = HighlightManager()
 
     class Meta:
+        verbose_name = _("highlight")
+        verbose_name_plural = _("highlights")
         constraints = [
             models.UniqueConstraint(fields=["profile", "hid"], name="highlight_unique_hid"),
             choices_check("source", HighlightSource, "highlight_source_valid"),
@@ -125,17 +128,19 @@ class Highlight(models.Model):
 class Favourite(models.Model):
     """A user's bookmark of a message or a part of it (C2); it also makes a highlight."""
 
-    profile = models.ForeignKey(Profile, on_delete=models.CASCADE, related_name="favourites")
-    message = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="favourites")
-    excerpt = models.TextField(help_text="The favourited text; the whole message when empty.")
+    profile = models.ForeignKey(Profile, on_delete=models.CASCADE, related_name="favourites", verbose_name=_("profile"))
+    message = models.ForeignKey(Message, on_delete=models.CASCADE, related_name="favourites", verbose_name=_("message"))
+    excerpt = models.TextField(help_text=_("The favourited text; the whole message when empty."), verbose_name=_("excerpt"))
     highlight = models.ForeignKey(
-        Highlight, null=True, blank=True, on_delete=models.SET_NULL, related_name="favourites"
+        Highlight, null=True, blank=True, on_delete=models.SET_NULL, related_name="favourites", verbose_name=_("highlight")
     )
-    created_at = models.DateTimeField(auto_now_add=True)
+    created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))
 
     objects = ProfileScopedQuerySet.as_manager()
 
     class Meta:
+        verbose_name = _("favourite")
+        verbose_name_plural = _("favourites")
         ordering = ["-created_at", "id"]
 
     def __str__(self) -> str:
@@ -173,32 +178,34 @@ class Experience(models.Model):
 
     TimeCertainty = ExperienceTimeCertainty
 
-    profile = models.ForeignKey(Profile, on_delete=models.CASCADE, related_name="experiences")
-    eid = models.CharField(max_length=64)
-    title = models.CharField(max_length=300)
-    content = models.TextField()
-    status = models.CharField(max_length=10, choices=Status.choices, default=Status.CANDIDATE)
+    profile = models.ForeignKey(Profile, on_delete=models.CASCADE, related_name="experiences", verbose_name=_("profile"))
+    eid = models.CharField(max_length=64, verbose_name=_("eid"))
+    title = models.CharField(max_length=300, verbose_name=_("title"))
+    content = models.TextField(verbose_name=_("content"))
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.CANDIDATE, verbose_name=_("status"))
     time_certainty = models.CharField(
-        max_length=12, choices=TimeCertainty.choices, default=TimeCertainty.UNKNOWN
+        max_length=12, choices=TimeCertainty.choices, default=TimeCertainty.UNKNOWN, verbose_name=_("time certainty")
     )
     # When it happened (valid time), as a datetime when known and as the legacy text verbatim.
-    event_time = models.DateTimeField(null=True, blank=True)
-    event_time_text = models.CharField(max_length=100, blank=True)
+    event_time = models.DateTimeField(null=True, blank=True, verbose_name=_("event time"))
+    event_time_text = models.CharField(max_length=100, blank=True, verbose_name=_("event time text"))
     # When we learned it (transaction time) and when it stopped being true.
-    recorded_at = models.DateTimeField()
-    invalid_at = models.DateTimeField(null=True, blank=True)
-    updated_at = models.DateTimeField(auto_now=True)
-    deleted_at = models.DateTimeField(null=True, blank=True)
-    flagged = models.CharField(max_length=200, blank=True)
-    legacy_key = models.CharField(max_length=300, blank=True)
-    legacy_extra = models.JSONField(default=dict, blank=True)
+    recorded_at = models.DateTimeField(verbose_name=_("recorded at"))
+    invalid_at = models.DateTimeField(null=True, blank=True, verbose_name=_("invalid at"))
+    updated_at = models.DateTimeField(auto_now=True, verbose_name=_("updated at"))
+    deleted_at = models.DateTimeField(null=True, blank=True, verbose_name=_("deleted at"))
+    flagged = models.CharField(max_length=200, blank=True, verbose_name=_("flagged"))
+    legacy_key = models.CharField(max_length=300, blank=True, verbose_name=_("legacy key"))
+    legacy_extra = models.JSONField(default=dict, blank=True, verbose_name=_("legacy extra"))
     sources = models.ManyToManyField(
-        Message, through="ExperienceSource", related_name="experiences", blank=True
+        Message, through="ExperienceSource", related_name="experiences", blank=True, verbose_name=_("sources")
     )
 
     objects = ExperienceQuerySet.as_manager()
 
     class Meta:
+        verbose_name = _("experience")
+        verbose_name_plural = _("experiences")
         constraints = [
             models.UniqueConstraint(fields=["profile", "eid"], name="experience_unique_eid"),
             choices_check("status", ExperienceStatus, "experience_status_valid"),
@@ -362,12 +369,14 @@ class ExperienceStateError(Exception):
 class ExperienceSource(models.Model):
     """One cited message of an experience; `message` is null only for flagged legacy rows."""
 
-    experience = models.ForeignKey(Experience, on_delete=models.CASCADE, related_name="source_links")
-    mid = models.CharField(max_length=64)
-    message = models.ForeignKey(Message, null=True, blank=True, on_delete=models.SET_NULL)
-    position = models.PositiveSmallIntegerField(default=0)
+    experience = models.ForeignKey(Experience, on_delete=models.CASCADE, related_name="source_links", verbose_name=_("experience"))
+    mid = models.CharField(max_length=64, verbose_name=_("mid"))
+    message = models.ForeignKey(Message, null=True, blank=True, on_delete=models.SET_NULL, verbose_name=_("message"))
+    position = models.PositiveSmallIntegerField(default=0, verbose_name=_("position"))
 
     class Meta:
+        verbose_name = _("experience source")
+        verbose_name_plural = _("experience sources")
         constraints = [
             models.UniqueConstraint(fields=["experience", "mid"], name="experience_source_unique"),
         ]
@@ -390,21 +399,22 @@ class ExperienceHistory(models.Model):
 
     Actor = ExperienceHistoryActor
 
-    experience = models.ForeignKey(Experience, on_delete=models.CASCADE, related_name="history")
-    actor = models.CharField(max_length=10, choices=Actor.choices)
+    experience = models.ForeignKey(Experience, on_delete=models.CASCADE, related_name="history", verbose_name=_("experience"))
+    actor = models.CharField(max_length=10, choices=Actor.choices, verbose_name=_("actor"))
     actor_user = models.ForeignKey(
-        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, verbose_name=_("actor user")
     )
-    action = models.CharField(max_length=20)
-    before = models.JSONField(null=True, blank=True)
-    after = models.JSONField(null=True, blank=True)
-    reason = models.TextField(blank=True)
-    created_at = models.DateTimeField(auto_now_add=True)
+    action = models.CharField(max_length=20, verbose_name=_("action"))
+    before = models.JSONField(null=True, blank=True, verbose_name=_("before"))
+    after = models.JSONField(null=True, blank=True, verbose_name=_("after"))
+    reason = models.TextField(blank=True, verbose_name=_("reason"))
+    created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))
 
     class Meta:
+        verbose_name = _("experience history")
         constraints = [choices_check("actor", ExperienceHistoryActor, "experience_history_actor_valid")]
         ordering = ["experience_id", "created_at", "id"]
-        verbose_name_plural = "experience history"
+        verbose_name_plural = _("experience history")
 
     def __str__(self) -> str:
         return f"{self.experience_id} {self.action} by {self.actor}"
@@ -441,33 +451,35 @@ class Relation(models.Model):
 
     Type = RelationType
 
-    profile = models.ForeignKey(Profile, on_delete=models.CASCADE, related_name="relations")
-    rid = models.CharField(max_length=64)
-    type = models.CharField(max_length=12, choices=Type.choices)
+    profile = models.ForeignKey(Profile, on_delete=models.CASCADE, related_name="relations", verbose_name=_("profile"))
+    rid = models.CharField(max_length=64, verbose_name=_("rid"))
+    type = models.CharField(max_length=12, choices=Type.choices, verbose_name=_("type"))
     # The ends as the legacy ids (hid or eid), and resolved when they exist.
-    from_id = models.CharField(max_length=64)
-    to_id = models.CharField(max_length=64)
+    from_id = models.CharField(max_length=64, verbose_name=_("from id"))
+    to_id = models.CharField(max_length=64, verbose_name=_("to id"))
     from_highlight = models.ForeignKey(
-        Highlight, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+        Highlight, null=True, blank=True, on_delete=models.CASCADE, related_name="+", verbose_name=_("from highlight")
     )
     from_experience = models.ForeignKey(
-        Experience, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+        Experience, null=True, blank=True, on_delete=models.CASCADE, related_name="+", verbose_name=_("from experience")
     )
     to_highlight = models.ForeignKey(
-        Highlight, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+        Highlight, null=True, blank=True, on_delete=models.CASCADE, related_name="+", verbose_name=_("to highlight")
     )
     to_experience = models.ForeignKey(
-        Experience, null=True, blank=True, on_delete=models.CASCADE, related_name="+"
+        Experience, null=True, blank=True, on_delete=models.CASCADE, related_name="+", verbose_name=_("to experience")
     )
-    created_at = models.DateTimeField()
-    deleted_at = models.DateTimeField(null=True, blank=True)
-    flagged = models.CharField(max_length=200, blank=True)
-    legacy_key = models.CharField(max_length=300, blank=True)
-    legacy_extra = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(verbose_name=_("created at"))
+    deleted_at = models.DateTimeField(null=True, blank=True, verbose_name=_("deleted at"))
+    flagged = models.CharField(max_length=200, blank=True, verbose_name=_("flagged"))
+    legacy_key = models.CharField(max_length=300, blank=True, verbose_name=_("legacy key"))
+    legacy_extra = models.JSONField(default=dict, blank=True, verbose_name=_("legacy extra"))
 
     objects = RelationQuerySet.as_manager()
 
     class Meta:
+        verbose_name = _("relation")
+        verbose_name_plural = _("relations")
         constraints = [
             models.UniqueConstraint(fields=["profile", "rid"], name="relation_unique_rid"),
             choices_check("type", RelationType, "relation_type_valid"),

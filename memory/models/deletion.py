@@ -5,6 +5,7 @@ from datetime import timedelta
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
 
 from memory.models.archive import Profile
 from memory.models.base import choices_check
@@ -39,20 +40,22 @@ class Tombstone(models.Model):
 
     Kind = TombstoneKind
 
-    profile = models.ForeignKey(Profile, on_delete=models.CASCADE, related_name="tombstones")
-    kind = models.CharField(max_length=3, choices=Kind.choices)
-    object_id = models.CharField(max_length=128)
-    deleted_at = models.DateTimeField()
-    expires_at = models.DateTimeField()
-    content_hash = models.CharField(max_length=8, blank=True)
+    profile = models.ForeignKey(Profile, on_delete=models.CASCADE, related_name="tombstones", verbose_name=_("profile"))
+    kind = models.CharField(max_length=3, choices=Kind.choices, verbose_name=_("kind"))
+    object_id = models.CharField(max_length=128, verbose_name=_("object id"))
+    deleted_at = models.DateTimeField(verbose_name=_("deleted at"))
+    expires_at = models.DateTimeField(verbose_name=_("expires at"))
+    content_hash = models.CharField(max_length=8, blank=True, verbose_name=_("content hash"))
     # The deleted record's own creation time (a msg tombstone carries it in legacy data).
-    created_at = models.DateTimeField(null=True, blank=True)
-    legacy_key = models.CharField(max_length=300, blank=True)
-    legacy_extra = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(null=True, blank=True, verbose_name=_("created at"))
+    legacy_key = models.CharField(max_length=300, blank=True, verbose_name=_("legacy key"))
+    legacy_extra = models.JSONField(default=dict, blank=True, verbose_name=_("legacy extra"))
 
     objects = TombstoneQuerySet.as_manager()
 
     class Meta:
+        verbose_name = _("tombstone")
+        verbose_name_plural = _("tombstones")
         constraints = [
             models.UniqueConstraint(
                 fields=["profile", "kind", "object_id"], name="tombstone_unique_per_record"

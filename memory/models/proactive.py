@@ -3,6 +3,7 @@ occasions already announced."""
 
 from django.db import models
 from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
 
 from memory.models.archive import Message, Profile
 from memory.models.base import choices_check
@@ -21,16 +22,18 @@ class ProactiveSend(models.Model):
 
     Reason = ProactiveReason
 
-    profile = models.ForeignKey(Profile, on_delete=models.CASCADE, related_name="proactive_sends")
-    day = models.DateField(help_text="The user's local date when it was sent.")
-    reason = models.CharField(max_length=20, choices=Reason.choices)
-    subject = models.CharField(max_length=300)
+    profile = models.ForeignKey(Profile, on_delete=models.CASCADE, related_name="proactive_sends", verbose_name=_("profile"))
+    day = models.DateField(help_text=_("The user's local date when it was sent."), verbose_name=_("day"))
+    reason = models.CharField(max_length=20, choices=Reason.choices, verbose_name=_("reason"))
+    subject = models.CharField(max_length=300, verbose_name=_("subject"))
     message = models.ForeignKey(
-        Message, null=True, blank=True, on_delete=models.SET_NULL, related_name="proactive_sends"
+        Message, null=True, blank=True, on_delete=models.SET_NULL, related_name="proactive_sends", verbose_name=_("message")
     )
-    created_at = models.DateTimeField(default=timezone.now)
+    created_at = models.DateTimeField(default=timezone.now, verbose_name=_("created at"))
 
     class Meta:
+        verbose_name = _("proactive send")
+        verbose_name_plural = _("proactive sends")
         constraints = [
             models.UniqueConstraint(fields=["profile", "subject"], name="proactive_unique_subject"),
             choices_check("reason", ProactiveReason, "proactive_reason_valid"),

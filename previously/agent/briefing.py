@@ -4,11 +4,13 @@ Horizon items. The chat adds it to the system prompt on the first turn of a slic
 from datetime import datetime
 
 from django.utils import timezone
+from django.utils.translation import gettext, ngettext
 
 from memory.card import Card
 from memory.card.store import live_card, parse_or_empty
 from memory.clock import local_clock
 from memory.models import Message, Profile, Slice
+from previously.i18n import for_profile
 
 _ADDRESS_FIELDS = ("address them as", "称呼")
 _NAME_FIELDS = ("name", "名字", "alias")
@@ -33,23 +35,20 @@ def briefing_text(profile: Profile, *, tz: str | None, now: datetime | None = No
     ]
     if not name and not overdue:
         return None
-    zh = profile.language == "zh"
-    lines = ["到达简报(新的一段对话刚开始):" if zh else "Arrival briefing (a new conversation starts):"]
-    if name:
-        how = f"(称呼方式:{address})" if zh and address else (f" (address them as: {address})" if address else "")
-        lines.append(f"- 用名字「{name}」问候对方{how}。" if zh else f"- Greet them by name, {name}{how}.")
-    if overdue:
-        lines.append(
-            "- 以下事项已过期限,自然地问问结果如何:"
-            if zh
-            else "- These commitments are past their date; ask naturally how they went:"
-        )
-        for item, late in overdue:
-            lines.append(
-                f"  - {item.text}(期限 {item.by},已逾期 {late} 天)"
-                if zh
-                else f"  - {item.text} (by {item.by}, {late} day{'s' if late != 1 else ''} overdue)"
-            )
+    with for_profile(profile):
+        lines = [gettext("Arrival briefing (a new conversation starts):")]
+        if name and address:
+            lines.append(gettext("- Greet them by name, %(name)s (address them as: %(address)s).") % {
+                "name": name, "address": address})
+        elif name:
+            lines.append(gettext("- Greet them by name, %(name)s.") % {"name": name})
+        if overdue:
+            lines.append(gettext("- These commitments are past their date; ask naturally how they went:"))
+            for item, late in overdue:
+                lines.append("  - " + ngettext(
+                    "%(text)s (by %(date)s, %(days)d day overdue)",
+                    "%(text)s (by %(date)s, %(days)d days overdue)", late,
+                ) % {"text": item.text, "date": item.by, "days": late})
     return "\n".join(lines)
 
 

@@ -11,6 +11,8 @@ import json
 import logging
 
 from channels.generic.websocket import AsyncWebsocketConsumer
+from django.utils.text import format_lazy
+from django.utils.translation import gettext_lazy
 
 from memory.models import Profile
 from previously.chat import turn
@@ -70,7 +72,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         except ValueError:
             data = None
         if not isinstance(data, dict):
-            await self.send_html(turn.notice("Unreadable frame: expected JSON."))
+            await self.send_html(turn.notice(gettext_lazy("Unreadable frame: expected JSON."), lang=self.profile.language))
             return
         action = data.get("action") or "send"
         handler = {
@@ -80,7 +82,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
             "reply": turn.handle_reply,
         }.get(action)
         if handler is None:
-            await self.send_html(turn.notice(f"Unknown action: {action}"))
+            await self.send_html(turn.notice(
+                format_lazy(gettext_lazy("Unknown action: {action}"), action=action), lang=self.profile.language
+            ))
             return
         task = asyncio.create_task(self._run_turn(handler, data))
         self.turns.add(task)
@@ -92,7 +96,10 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 await handler(self.profile, data, self.send_html)
             except Exception:
                 log.exception("turn failed for profile %s", self.profile.pk)
-                await self.send_html(turn.notice("Something went wrong with that message; it is saved if it was shown."))
+                await self.send_html(turn.notice(
+                    gettext_lazy("Something went wrong with that message; it is saved if it was shown."),
+                    lang=self.profile.language,
+                ))
 
     async def send_html(self, html: str) -> None:
         try:

@@ -20,6 +20,7 @@ from django.conf import settings
 from django.tasks import task
 from django.template.loader import render_to_string
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from memory import proactive as rules
 from memory.card.store import live_card
@@ -29,6 +30,7 @@ from previously.agent.briefing import briefing_text
 from previously.agent.lifecycle import archive_line
 from previously.chat import markers, prompt
 from previously.chat.turn import assistant_mid
+from previously.i18n import for_profile
 from previously.llm import ProviderError, get_provider
 from previously.push import push
 
@@ -150,14 +152,11 @@ def should_welcome_back(profile: Profile, *, now: datetime | None = None) -> boo
 
 def reminder(profile: Profile, due: rules.Due) -> str:
     """The offline (and fallback) wording: plainly a reminder from the card, in the profile's language."""
-    item, by = due.item.text, due.item.by.isoformat()
-    if profile.language == "zh":
+    words = {"item": due.item.text, "date": due.item.by.isoformat()}
+    with for_profile(profile):
         if due.late == 0:
-            return f"来自你的卡片的提醒：「{item}」今天到期（{by}）。"
-        return f"来自你的卡片的提醒：「{item}」的期限是 {by}。进展如何？"
-    if due.late == 0:
-        return f"Reminder from your card: “{item}” is due today ({by})."
-    return f"Reminder from your card: “{item}” was due on {by}. How did it go?"
+            return gettext("Reminder from your card: “%(item)s” is due today (%(date)s).") % words
+        return gettext("Reminder from your card: “%(item)s” was due on %(date)s. How did it go?") % words
 
 
 def _horizon_instruction(profile: Profile, due: rules.Due) -> str:

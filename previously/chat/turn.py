@@ -15,6 +15,8 @@ from asgiref.sync import async_to_sync
 from django.tasks import task
 from django.template.loader import render_to_string
 from django.utils import timezone
+from django.utils.text import format_lazy
+from django.utils.translation import gettext, gettext_lazy, pgettext
 
 from memory.archive import MidConflict, archive_message
 from memory.card.store import injected_card_for
@@ -28,6 +30,7 @@ from previously.agent.briefing import arrival_briefing
 from previously.agent.lifecycle import after_reply, archive_line
 from previously.chat import markers, prompt
 from previously.chat.db import db_call
+from previously.i18n import for_profile
 from previously.llm import ProviderError, get_provider
 from previously.push import apush
 
@@ -54,11 +57,13 @@ class UserFrame:
         mid = str(data.get("mid") or "")
         text = str(data.get("text") or "")
         if not USER_MID_RE.match(mid):
-            raise BadFrame("invalid message id: expected c_ and 16 hex digits")
+            raise BadFrame(gettext_lazy("invalid message id: expected c_ and 16 hex digits"))
         if not text.strip():
-            raise BadFrame("empty message")
+            raise BadFrame(gettext_lazy("empty message"))
         if len(text) > MAX_TEXT:
-            raise BadFrame(f"message too long ({len(text)} characters, limit {MAX_TEXT})")
+            raise BadFrame(format_lazy(
+                gettext_lazy("message too long ({count} characters, limit {limit})"), count=len(text), limit=MAX_TEXT
+            ))
         return cls(mid=mid, text=text, local_time=data.get("local_time") or None, tz=data.get("tz") or None)
 
 
@@ -92,8 +97,9 @@ def render_message(
     )
 
 
-def notice(text: str, *, level: str = "error") -> str:
-    return render("notice", text=text, level=level)
+def notice(text: str, *, level: str = "error", lang: str | None = None) -> str:
+    """A notice line; a lazy `text` is translated in `lang`, the profile's language."""
+    return render("notice", text=text, level=level, lang=lang)
 
 
 # --- database helpers (sync) -----------------------------------------------------------------
@@ -210,23 +216,25 @@ def offline_reply(profile: Profile, user_message: Message, now: datetime) -> str
 
     Unlike a model's prompt, which replays the slice's recent turns, this answer may quote the
     current conversation too: only the question itself is left out."""
-    zh = profile.language == "zh"
     recalled = recall(profile=profile, query=user_message.content, now=now, exclude_ids=[user_message.pk])
     lines = recalled.fragments[:3]
-    if not lines:
-        return (
-            "离线模式——没有配置模型。你的消息已保存；我的记忆里还没有找到相关的内容。"
-            if zh
-            else "Offline — no model configured. Your message is saved; I found nothing related in your memory yet."
-        )
-    head = "离线模式——没有配置模型。以下是你的记忆：" if zh else "Offline — no model configured. From your memory:"
-    who = {Message.Speaker.USER: "你" if zh else "you", Message.Speaker.ASSISTANT: "伙伴" if zh else "companion"}
-    quoted = [
-        f"· {m.local_day_key or m.created_at.date().isoformat()} {who.get(m.speaker, m.speaker)}："
-        f"「{m.content}」" if zh else
-        f"· {m.local_day_key or m.created_at.date().isoformat()}, {who.get(m.speaker, m.speaker)}: “{m.content}”"
-        for m in lines
-    ]
+    with for_profile(profile):
+        if not lines:
+            return gettext(
+                "Offline — no model configured. Your message is saved; I found nothing related in your memory yet."
+            )
+        head = gettext("Offline — no model configured. From your memory:")
+        who = {
+            Message.Speaker.USER: pgettext("speaker quoted in an offline reply", "you"),
+            Message.Speaker.ASSISTANT: pgettext("speaker quoted in an offline reply", "companion"),
+        }
+        quoted = [
+            gettext("· %(day)s, %(speaker)s: “%(content)s”") % {
+                "day": m.local_day_key or m.created_at.date().isoformat(),
+                "speaker": who.get(m.speaker, m.speaker), "content": m.content,
+            }
+            for m in lines
+        ]
     return "\n".join([head, *quoted])
 
 
@@ -238,18 +246,18 @@ async def handle_send(profile: Profile, data: dict, send: Send) -> None:
     try:
         frame = UserFrame.parse(data)
     except BadFrame as exc:
-        await send(notice(str(exc)))
+        await send(notice(exc.args[0], lang=lang))
         return
     try:
         archived = await _archive_user(profile, frame)
     except MidConflict as exc:
-        await send(render("gone", target=f"msg-{frame.mid}") + notice(
-            f"mid_conflict: {exc.mid} is already stored with different text; nothing was changed."
-        ))
+        await send(render("gone", target=f"msg-{frame.mid}") + notice(format_lazy(
+            gettext_lazy("mid_conflict: {mid} is already stored with different text; nothing was changed."), mid=exc.mid
+        ), lang=lang))
         return
     except Exception:
         log.exception("archiving user message %s failed", frame.mid)
-        await send(notice("Your message could not be saved. Nothing was sent; try again."))
+        await send(notice(gettext_lazy("Your message could not be saved. Nothing was sent; try again."), lang=lang))
         return
     user_message = archived.message
     await send(render_message(user_message, lang=lang))
@@ -284,7 +292,7 @@ async def handle_reply(profile: Profile, data: dict, send: Send) -> None:
     """A reply to a line already archived over HTTP (an image upload, A7): once per line."""
     user_message = await _user_message(profile, str(data.get("mid") or ""))
     if user_message is None:
-        await send(notice("That message is no longer in the archive."))
+        await send(notice(gettext_lazy("That message is no longer in the archive."), lang=profile.language))
         return
     lang = profile.language
     await send(render_message(user_message, lang=lang))
@@ -313,7 +321,7 @@ async def handle_retry(profile: Profile, data: dict, send: Send) -> None:
     """A new reply attempt for a user message whose reply failed (L3)."""
     user_message = await _user_message(profile, str(data.get("mid") or ""))
     if user_message is None:
-        await send(notice("That message is no longer in the archive."))
+        await send(notice(gettext_lazy("That message is no longer in the archive."), lang=profile.language))
         return
     if data.get("failed"):
         await send(render("gone", target=f"retry-{data['failed']}"))

@@ -3,7 +3,7 @@
 from django.http import Http404
 
 from memory.models import Profile
-from memory.models.archive import DEFAULT_PROFILE_KEY
+from memory.models.archive import DEFAULT_PROFILE_KEY, Language
 
 SESSION_KEY = "profile_key"
 
@@ -23,7 +23,9 @@ def current_profile(request) -> Profile:
     if profile is None:
         profile = profiles.filter(key=DEFAULT_PROFILE_KEY).first() or profiles.order_by("key").first()
     if profile is None:
-        language = "zh" if (getattr(request, "LANGUAGE_CODE", "") or "").startswith("zh") else "en"
+        # The companion speaks the browser's language when it can (zh-hans -> zh), else English.
+        code = (getattr(request, "LANGUAGE_CODE", "") or "").split("-")[0]
+        language = code if code in Language.values else Language.EN
         profile, _ = Profile.objects.get_or_create(
             user=request.user, key=DEFAULT_PROFILE_KEY, defaults={"language": language}
         )

@@ -3,6 +3,7 @@
 from django import template
 
 from memory.clock import local_clock
+from previously import i18n
 
 register = template.Library()
 
@@ -11,3 +12,10 @@ register = template.Library()
 def local_when(message) -> str:
     """The message's time on the user's clock when it was said: 'YYYY-MM-DD HH:MM'."""
     return local_clock(message.created_at, message.tz or None).local.strftime("%Y-%m-%d %H:%M")
+
+
+@register.filter
+def interface_language(code: str) -> str:
+    """A profile's language as a LANGUAGES code, for `{% language %}`: the chat's own lines
+    speak the profile's language whatever the browser asks for."""
+    return i18n.interface_language(code)

@@ -104,9 +104,8 @@
     if (!form || !file) { return; }
     var max = parseInt(form.dataset.maxBytes || "0", 10);
     if (max && file.size > max) {
-      notice((document.documentElement.lang || "").indexOf("zh") === 0
-        ? "图片太大（上限 " + Math.round(max / 1048576) + " MB）"
-        : "Image too large (limit " + Math.round(max / 1048576) + " MB)");
+      // The sentence comes translated from the page (chat.html's data-too-large).
+      notice((form.dataset.tooLarge || "").replace("{limit}", String(Math.round(max / 1048576))));
       return;
     }
     var input = document.getElementById("image-input");
@@ -163,7 +162,7 @@
       reply.requestSubmit();
       scrollDown(true);
     } else if (xhr) {
-      notice(xhr.responseText || ("upload failed (" + xhr.status + ")"));
+      notice(xhr.responseText || (form.dataset.uploadFailed || "").replace("{status}", String(xhr.status)));
     }
     form.elements.image.value = "";
   });

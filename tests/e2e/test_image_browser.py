@@ -19,6 +19,7 @@ from memory.models import Message
 from previously.llm import reset_provider
 from previously.llm.openai_compat import OpenAICompatible
 from tests.e2e.conftest import CHROMIUM_ARGS, chromium_path
+from tests.e2e.live import LiveChatServer
 from tests.llm_server import FakeLLMServer, Turn
 
 
@@ -85,3 +86,32 @@ class ImageInTheBrowser(ChannelsLiveServerTestCase):
         parts = self.llm.requests[0]["messages"][-1]["content"]
         assert parts[0] == {"type": "text", "text": "my new desk plant"}
         assert parts[1]["image_url"]["url"].startswith("data:image/png;base64,")
+
+
+@pytest.mark.browser
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+class TooLargeImageInTheBrowser(LiveChatServer):
+    """One journey per class: the forked server keeps its own connection to the test database."""
+
+    def test_a_too_large_image_is_refused_in_the_browsers_language(self):
+        """chat.js takes its sentence from the page (data-too-large, translated by Django)."""
+        from playwright.sync_api import expect, sync_playwright
+
+        self.make_user("bo", "pw-bo-123456")
+        folder = tempfile.TemporaryDirectory()
+        self.addCleanup(folder.cleanup)
+        big = Path(folder.name) / "big.png"
+        big.write_bytes(b"\x89PNG" + bytes(3 * 1048576))  # refused by size in the page, never sent
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
+            page = browser.new_page(locale="zh-CN")
+            page.goto(f"{self.live_server_url}/login/")
+            page.fill("#id_username", "bo")
+            page.fill("#id_password", "pw-bo-123456")
+            page.click("button[type=submit]")
+            page.wait_for_selector("#composer-text")
+            page.evaluate("() => { document.getElementById('image-form').dataset.maxBytes = String(2 * 1048576); }")
+            page.set_input_files("#image-input", str(big))
+            expect(page.locator("#notices .notice.error")).to_have_text("图片太大（上限 2 MB）")
+            browser.close()
+        assert not Message.objects.exists()

@@ -6,6 +6,7 @@ from django.core.files.storage import default_storage
 from django.http import FileResponse, Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils.translation import gettext
 from django.views.decorators.http import require_POST
 
 from memory.archive import MidConflict
@@ -96,12 +97,12 @@ def upload_image(request):
     mid = request.POST.get("mid", "")
     upload = request.FILES.get("image")
     if not USER_MID_RE.match(mid):
-        return _refused("invalid message id: expected c_ and 16 hex digits", 400)
+        return _refused(gettext("invalid message id: expected c_ and 16 hex digits"), 400)
     if upload is None:
-        return _refused("no image in the request", 400)
+        return _refused(gettext("no image in the request"), 400)
     limit = settings.PREVIOUSLY_IMAGE_MAX_BYTES
     if upload.size > limit:  # refused before reading it into memory
-        return _refused(f"image too large ({upload.size} bytes, limit {limit})", 413)
+        return _refused(gettext("image too large (%(size)d bytes, limit %(limit)d)") % {"size": upload.size, "limit": limit}, 413)
     try:
         # A slice it closes gets its snapshot and evolution, as for a text message.
         archived = archive_line(
