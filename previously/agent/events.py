@@ -60,7 +60,7 @@ def emit(run: EvolutionRun, event: str, **data) -> dict:
     return page_event(html, **about)
 
 
-PARTIALS = ("started", "tool", "finished", "skipped", "failed")
+PARTIALS = ("started", "tool", "review", "finished", "skipped", "failed")
 
 
 def _summary(run: EvolutionRun, event: str, data: dict) -> str:
@@ -69,6 +69,8 @@ def _summary(run: EvolutionRun, event: str, data: dict) -> str:
     if event == "tool":
         verdict = "accepted" if data.get("accepted") else "refused"
         return f"{data.get('tool')} {verdict}: {data.get('result', '')}"
+    if event == "review":
+        return f"run {run.pk} reviews experiences {', '.join(data.get('experiences', []))}"
     if event == "finished":
         return f"run {run.pk} {run.status}: {run.summary}"
     if event == "skipped":
