@@ -21,7 +21,7 @@ from django.utils.translation import gettext, gettext_lazy, pgettext
 from memory.archive import MidConflict, archive_message
 from memory.card.store import injected_card_for
 from memory.clock import LocalClock, local_clock
-from memory.curation import HighlightRefused, add_highlight
+from memory.curation import HighlightRefused, add_highlight, contradictions
 from memory.models import Highlight, Message, Profile, Slice
 from memory.models.archive import USER_MID_RE
 from memory.recall import recall
@@ -182,6 +182,7 @@ def prepare(
         recent=recent,
         user_text=user_message.content,
         user_content=prompt.user_turn_content(user_message, images=images),
+        conflicts=contradictions([*recalled.active, *recalled.candidates]),
     )
     return Prepared(profile=profile, slice=slice_, clock=clock, recalled=recalled, messages=messages)
 
