@@ -395,7 +395,8 @@ async def reply_to(
     if error:
         log.warning("reply to %s failed: %s", umid, error)
     await send(render_message(reply, lang=lang, oob=f"outerHTML:#reply-{umid}", notice=note, reply_to=umid, error=error))
-    if not error and not provider.offline:
+    if not error:
+        # Offline too: a "remember…" request then records a run skipped for want of a model (K10, K11).
         await _after_reply(prepared.profile, prepared.slice, user_message.content, content)
     return reply
 

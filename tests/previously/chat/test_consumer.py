@@ -211,6 +211,34 @@ async def test_offline_mode_answers_from_memory_labelled_not_a_model_and_archive
     assert llm_server.requests == []
 
 
+@pytest.mark.parametrize("request_text", ["remember that my cat is called Miso 🐱", "记住：我的猫叫小米"])
+async def test_offline_a_remember_request_records_a_skipped_run_with_its_reason_k10_k11(connect, user, request_text):
+    profile = await database_sync_to_async(ProfileFactory)(user=user, key="owner", language="en")
+    reset_provider(Offline())
+    try:
+        chat = await connect(user)
+        frames = await chat.say(request_text, mid=new_mid(1))
+        skipped = await chat.ws.receive_from(timeout=5)
+    finally:
+        reset_provider(None)
+    assert "Offline" in frames[-1]
+    assert "Card update skipped:" in skipped and "no model configured" in skipped
+    runs = await database_sync_to_async(lambda: list(profile.evolution_runs.values_list("trigger", "status", "skip_reason")))()
+    assert runs == [("explicit", "skipped", "no model configured")]
+
+
+async def test_offline_an_ordinary_line_starts_no_run(connect, user):
+    profile = await database_sync_to_async(ProfileFactory)(user=user, key="owner", language="en")
+    reset_provider(Offline())
+    try:
+        chat = await connect(user)
+        await chat.say("just saying hi", mid=new_mid(1))
+        await chat.ws.receive_nothing(timeout=0.3)
+    finally:
+        reset_provider(None)
+    assert not await database_sync_to_async(profile.evolution_runs.exists)()
+
+
 async def test_offline_replies_speak_chinese_for_a_chinese_profile_l2(connect, user):
     profile = await database_sync_to_async(ProfileFactory)(user=user, key="owner", language="zh")
     await remember(profile, "我下周三要交季度报告", "2025-01-05T10:00+00:00")
