@@ -8,6 +8,7 @@ from django.db import transaction
 
 from memory.interop.export import FORMAT, VERSION
 from memory.interop.kv_import import BATCH, _index_imported, assign_slices
+from memory.management import output
 from memory.models import (
     Card,
     CardSnapshot,
@@ -51,17 +52,14 @@ class FullReport:
         return {"dry_run": self.dry_run, "kinds": self.counts, "notes": self.notes}
 
     def table(self) -> str:
-        lines = [f"{'kind':<17}" + "".join(f"{c:>11}" for c in COLUMNS)]
-        for kind, c in self.counts.items():
-            lines.append(f"{kind:<17}" + "".join(f"{c[col]:>11}" for col in COLUMNS))
-        return "\n".join(lines)
+        return output.table(["kind", *COLUMNS], [[kind, *(c[col] for col in COLUMNS)] for kind, c in self.counts.items()])
 
 
 def _dt(value):
     return datetime.fromisoformat(value) if value else None
 
 
-def import_full(*, data: dict, user, dry_run: bool = False) -> FullReport:
+def import_full(*, data: dict, user, dry_run: bool = False, progress: output.ProgressCallback | None = None) -> FullReport:
     """Import an export into `user`'s profiles; re-running it changes nothing (X2)."""
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise BadExport(f"not a Previously export (expected format {FORMAT!r})")
@@ -70,8 +68,11 @@ def import_full(*, data: dict, user, dry_run: bool = False) -> FullReport:
     report = FullReport(dry_run=dry_run)
     try:
         with transaction.atomic():
-            for pdata in data.get("profiles") or []:
+            profiles = data.get("profiles") or []
+            for i, pdata in enumerate(profiles, 1):
                 _import_profile(pdata, user=user, report=report)
+                if progress:
+                    progress("profiles", i, len(profiles))
             if dry_run:
                 raise _DryRun
     except _DryRun:
