@@ -22,50 +22,47 @@ from memory import consolidation
 from memory.curation import ExperienceRefused, propose_experience
 from memory.models import CardSnapshot, EvolutionRun, ExperienceHistory, Message, Profile, Slice, SliceLogEntry
 
-REF = {
-    "type": "string",
-    "pattern": r"^\d{4}/\d{2}/\d{2}/\d{4}$",
-    "description": "a slice id YYYY/MM/DD/HHMM",
-}
+# Kept compact (issue 19): a small local model reads every schema on every agent call.
+REF = {"type": "string", "pattern": r"^\d{4}/\d{2}/\d{2}/\d{4}$"}
 DAY = {"type": "string", "pattern": r"^\d{4}-\d{2}-\d{2}$"}
 # The JSON schema of every argument name a tool may take.
 ARGUMENTS: dict[str, dict] = {
-    "field": {"type": "string", "description": "Identity field: Name, Address them as, Pronouns, Alias…"},
-    "value": {"type": "string", "description": "the field's value; empty string clears the line"},
+    "field": {"type": "string", "description": "Name, Address them as, Pronouns, Alias…"},
+    "value": {"type": "string", "description": "empty clears the line"},
     "refs": {
         "type": "array",
         "items": REF,
         "minItems": 1,
-        "description": "evidence: slice ids YYYY/MM/DD/HHMM (no brackets); required",
+        "description": "evidence slice ids",
     },
     "text": {"type": "string"},
-    "index": {"type": "integer", "minimum": 1, "description": "1-based, as numbered on the card"},
-    "since": {**DAY, "description": "YYYY-MM-DD: since when this is true"},
-    "by": {**DAY, "description": "YYYY-MM-DD: the due date"},
-    "outcome": {"type": "string", "description": "how it was resolved"},
+    "index": {"type": "integer", "minimum": 1, "description": "as numbered on the card"},
+    "since": DAY,
+    "by": DAY,
+    "outcome": {"type": "string"},
     "ref": REF,
-    "summary": {"type": "string", "description": "one sentence: what changed and why"},
-    "title": {"type": "string", "description": "a short title"},
-    "content": {"type": "string", "description": "what happened, in one or two sentences"},
+    "summary": {"type": "string"},
+    "title": {"type": "string"},
+    "content": {"type": "string", "description": "one or two sentences"},
     "source_mids": {
         "type": "array",
         "items": {"type": "string"},
         "minItems": 1,
-        "description": "ids of the archived messages it rests on, as shown in read_slice: (c_…) / (a_…)",
+        "description": "message ids it rests on (c_…/a_…)",
     },
-    "event_time": {"type": "string", "description": "when it happened, YYYY-MM-DD or ISO time; empty if unknown"},
+    "event_time": {"type": "string", "description": "YYYY-MM-DD or ISO time; empty if unknown"},
     "time_certainty": {"type": "string", "enum": ["exact", "approximate", "unknown"]},
     "eid": {"type": "string", "description": "experience id exp_…"},
-    "keep_eid": {"type": "string", "description": "experience id kept"},
-    "merge_eid": {"type": "string", "description": "duplicate folded into it"},
+    "keep_eid": {"type": "string"},
+    "merge_eid": {"type": "string", "description": "the duplicate"},
     "evidence_mids": {
         "type": "array",
         "items": {"type": "string"},
         "minItems": 1,
-        "description": "message ids (c_…/a_…) where the person says so",
+        "description": "ids of lines where the person says so",
     },
     "reason": {"type": "string"},
-    "stopped_at": {"type": "string", "description": "YYYY-MM-DD or ISO time it stopped being true"},
+    "stopped_at": {"type": "string", "description": "YYYY-MM-DD or ISO time"},
 }
 
 DESCRIPTIONS = {

@@ -215,3 +215,12 @@ def test_a_run_over_its_budget_twice_stays_failed(profile, llm_server, llm_provi
     assert "PREVIOUSLY_AGENT_RUN_SECONDS" in run.error
     assert [s["event"] for s in run.steps].count("failed") == 2
     assert len(llm_server.requests) == 2
+
+
+def test_tool_schemas_stay_compact_for_small_local_models():
+    from previously.agent.tools import REGISTRY, schemas
+
+    # The card phase's 16 schemas were 7,378 characters for 15 tools before issue 19.
+    assert len(json.dumps(schemas(CARD_PHASE))) < 6500
+    assert len(json.dumps(schemas(EXPERIENCE_PHASE))) < 4200
+    assert all(len(tool.description) <= 80 for tool in REGISTRY.values())
