@@ -19,7 +19,14 @@ from django.db import transaction
 from django.utils import timezone
 
 from memory.curation import ExperienceRefused
-from memory.models import EvolutionRun, Experience, ExperienceHistory, ExperienceSource, Message, Profile
+from memory.models import (
+    EvolutionRun,
+    Experience,
+    ExperienceHistory,
+    ExperienceSource,
+    Message,
+    Profile,
+)
 from memory.recall.tokenize import tokenize
 
 HAND_ACTORS = (ExperienceHistory.Actor.USER, ExperienceHistory.Actor.ADMIN)

@@ -1,6 +1,7 @@
 """Full import of our own export (SPEC X2, X4): dedupe by id, tombstones block, all or nothing."""
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -8,7 +9,6 @@ from django.db import transaction
 
 from memory.interop.export import FORMAT, VERSION
 from memory.interop.kv_import import BATCH, _index_imported, assign_slices
-from memory.management import output
 from memory.models import (
     Card,
     CardSnapshot,
@@ -51,15 +51,16 @@ class FullReport:
     def as_dict(self) -> dict:
         return {"dry_run": self.dry_run, "kinds": self.counts, "notes": self.notes}
 
-    def table(self) -> str:
-        return output.table(["kind", *COLUMNS], [[kind, *(c[col] for col in COLUMNS)] for kind, c in self.counts.items()])
+    def rows(self) -> list[list]:
+        """One row per kind: the kind, then its COLUMNS counts (the command prints them)."""
+        return [[kind, *(c[col] for col in COLUMNS)] for kind, c in self.counts.items()]
 
 
 def _dt(value):
     return datetime.fromisoformat(value) if value else None
 
 
-def import_full(*, data: dict, user, dry_run: bool = False, progress: output.ProgressCallback | None = None) -> FullReport:
+def import_full(*, data: dict, user, dry_run: bool = False, progress: Callable[[str, int, int], None] | None = None) -> FullReport:
     """Import an export into `user`'s profiles; re-running it changes nothing (X2)."""
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise BadExport(f"not a Previously export (expected format {FORMAT!r})")

@@ -14,13 +14,21 @@ from typing import Any
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 
+from memory import consolidation
 from memory.card import Card, RefsResolver, apply_tool
 from memory.card.format import is_ref
 from memory.card.mutations import TOOLS as MUTATIONS
 from memory.card.mutations import tool_arguments
-from memory import consolidation
 from memory.curation import ExperienceRefused, propose_experience
-from memory.models import CardSnapshot, EvolutionRun, ExperienceHistory, Message, Profile, Slice, SliceLogEntry
+from memory.models import (
+    CardSnapshot,
+    EvolutionRun,
+    ExperienceHistory,
+    Message,
+    Profile,
+    Slice,
+    SliceLogEntry,
+)
 
 # Kept compact (issue 19): a small local model reads every schema on every agent call.
 REF = {"type": "string", "pattern": r"^\d{4}/\d{2}/\d{2}/\d{4}$"}

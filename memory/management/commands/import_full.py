@@ -5,7 +5,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from memory.interop.full_import import BadExport, import_full
+from memory.interop.full_import import COLUMNS, BadExport, import_full
 from memory.management import output
 from memory.management.profiles import resolve_user
 
@@ -33,5 +33,5 @@ class Command(BaseCommand):
             raise CommandError(f"{path}: {exc}", returncode=1) from None
         for note in report.notes:
             self.stdout.write(note)
-        self.stdout.write(report.table())
+        self.stdout.write(output.table(["kind", *COLUMNS], report.rows()))
         self.stdout.write("dry run: nothing was written" if report.dry_run else "import complete")

@@ -6,9 +6,9 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from memory.management.output import table
 from memory.card.store import card_at, live_card
 from memory.card.validate import violations
+from memory.management.output import table
 from memory.management.profiles import resolve_profile
 from memory.models import EvolutionRun, Profile, Slice
 from previously.agent.events import listening
