@@ -172,7 +172,7 @@ def rendered_diff(diff: str):
             return "diff-meta"
         return {"+": "diff-add", "-": "diff-del"}.get(line[:1], "diff-same")
 
-    rows = format_html_join("", '<span class="{}">{}</span>\n', ((kind(x), x) for x in diff.splitlines()))
+    rows = format_html_join("", '<span class="{}">{}</span>', ((kind(x), x or " ") for x in diff.splitlines()))
     return format_html('<pre class="diff-rendered">{}</pre>', rows)
 
 
