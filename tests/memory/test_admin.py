@@ -6,6 +6,7 @@ from django.urls import reverse
 
 from memory import models as m
 from tests import factories as f
+from tests.csp import assert_csp_clean
 
 MODELS_AND_FACTORIES = [
     (m.Profile, f.ProfileFactory),
@@ -68,8 +69,6 @@ def test_admin_is_refused_to_non_staff(client, user):
 
 @pytest.mark.django_db
 def test_a_runs_diff_is_rendered_read_only_beside_the_card_before_and_after_o1(admin_client):
-    from tests.csp import assert_csp_clean
-
     run = f.EvolutionRunFactory(
         status="changed",
         card_before="## Now\n- Lives in Berlin <b>",

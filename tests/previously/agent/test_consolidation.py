@@ -6,11 +6,13 @@ import json
 from datetime import UTC, datetime
 
 import pytest
+from django.template.loader import render_to_string
 
 from memory.curation import propose_experience
 from memory.models import EvolutionRun, Experience, ExperienceHistory, Message, SliceLogEntry
+from previously.agent.events import listening
 from previously.agent.evolve import create_run, execute_run
-from previously.agent.tools import CARD_PHASE, EXPERIENCE_PHASE
+from previously.agent.tools import CARD_PHASE, EXPERIENCE_PHASE, REGISTRY, schemas
 from tests.llm_server import Turn
 from tests.previously.agent.helpers import make_slice
 
@@ -218,9 +220,26 @@ def test_a_run_over_its_budget_twice_stays_failed(profile, llm_server, llm_provi
 
 
 def test_tool_schemas_stay_compact_for_small_local_models():
-    from previously.agent.tools import REGISTRY, schemas
-
     # The card phase's 16 schemas were 7,378 characters for 15 tools before issue 19.
     assert len(json.dumps(schemas(CARD_PHASE))) < 6500
     assert len(json.dumps(schemas(EXPERIENCE_PHASE))) < 4200
     assert all(len(tool.description) <= 80 for tool in REGISTRY.values())
+
+
+def test_the_chat_pages_indicator_shows_the_experience_changes_live(profile, berlin, llm_server, llm_provider):
+    moved = make_slice(profile, key="2026-09-20-1800", at=T1, lines=[("user", "We left Berlin for Lisbon")])
+    mid = first_user_mid(moved)
+    llm_server.script(
+        Turn(tool_calls=[("finish", {"summary": "Card unchanged."})]),
+        Turn(tool_calls=[
+            ("invalidate_experience", {"eid": berlin.eid, "stopped_at": "2026-09-13", "evidence_mids": [mid], "reason": "moved"}),
+            ("finish", {"summary": "Berlin is over."}),
+        ]),
+    )
+    frames = []
+    with listening(lambda run, step: frames.append(step["event"])):
+        run = execute_run(create_run(profile=profile, slice_=moved, trigger="manual").pk)
+
+    assert frames[:2] == ["started", "tool"] and "review" in frames and frames[-1] == "finished"
+    html = render_to_string("card/evolution.html#finished", {"run": run, "step": {}, "event": "finished"})
+    assert "Memory updated:" in html and f"- {berlin.eid} no longer true since 2026-09-13" in html

@@ -4,7 +4,8 @@ import pytest
 
 from previously.llm import ProviderError, get_provider, reset_provider
 from previously.llm.offline import Offline
-from previously.llm.openai_compat import OpenAICompatible
+from previously.llm.openai_compat import OpenAICompatible, Timeouts
+from previously.tunables import TUNABLES
 from tests.llm_server import Turn
 
 
@@ -88,8 +89,6 @@ def test_a_local_ollama_is_used_when_it_answers(settings, monkeypatch, llm_serve
 
 
 def provider_with(llm_server, **seconds):
-    from previously.llm.openai_compat import Timeouts
-
     return OpenAICompatible(base_url=llm_server.base_url, api_key="", model="fake-model", timeouts=Timeouts(**seconds))
 
 
@@ -135,7 +134,5 @@ def test_the_configured_provider_takes_the_timeouts_from_the_tunables(settings, 
 
 
 def test_the_default_timeouts_suit_a_local_cpu_model():
-    from previously.tunables import TUNABLES
-
     assert TUNABLES["PREVIOUSLY_LLM_FIRST_TOKEN_SECONDS"].default >= 120
     assert TUNABLES["PREVIOUSLY_AGENT_CALL_SECONDS"].default >= 300
