@@ -1,6 +1,7 @@
 """Admin for every memory model: the columns that matter, search, profile/status/deleted filters."""
 
 from django.contrib import admin
+from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext_lazy as _
 
 from memory import admin_actions
@@ -111,7 +112,7 @@ class ExperienceSourceInline(admin.TabularInline):
 
 class ExperienceHistoryInline(admin.TabularInline):
     model = ExperienceHistory
-    fields = ["created_at", "actor", "action", "reason", "before", "after"]
+    fields = ["created_at", "actor", "action", "reason", "run", "before", "after"]
     readonly_fields = fields
     extra = 0
     can_delete = False
@@ -133,8 +134,9 @@ class ExperienceAdmin(admin.ModelAdmin):
 
 @admin.register(ExperienceHistory)
 class ExperienceHistoryAdmin(admin.ModelAdmin):
-    list_display = ["experience", "actor", "action", "reason", "created_at"]
+    list_display = ["experience", "actor", "action", "reason", "run", "created_at"]
     list_filter = ["actor", "action"]
+    raw_id_fields = ["run"]
     search_fields = ["experience__eid", "reason"]
 
 
@@ -160,11 +162,35 @@ class CardAdmin(admin.ModelAdmin):
     search_fields = ["profile__key", "text"]
 
 
+def rendered_diff(diff: str):
+    """A unified line diff as HTML, one line per row, added and removed lines marked (O1)."""
+    if not diff.strip():
+        return format_html('<p class="diff-empty">{}</p>', _("no change"))
+
+    def kind(line: str) -> str:
+        if line.startswith(("+++", "---", "@@")):
+            return "diff-meta"
+        return {"+": "diff-add", "-": "diff-del"}.get(line[:1], "diff-same")
+
+    rows = format_html_join("", '<span class="{}">{}</span>', ((kind(x), x or " ") for x in diff.splitlines()))
+    return format_html('<pre class="diff-rendered">{}</pre>', rows)
+
+
+class DiffMedia:
+    css = {"all": ["previously/admin-diff.css"]}
+
+
 @admin.register(CardSnapshot)
 class CardSnapshotAdmin(admin.ModelAdmin):
     list_display = ["slice", "profile", "card_version", "created_at"]
     list_filter = [PROFILE_FILTER]
     raw_id_fields = ["slice", "run"]
+    readonly_fields = ["version_diff"]
+    Media = DiffMedia
+
+    @admin.display(description=_("diff (the run that made this version)"))
+    def version_diff(self, obj: CardSnapshot):
+        return rendered_diff(obj.run.diff if obj.run_id else "")
 
 
 @admin.register(EvolutionRun)
@@ -173,6 +199,18 @@ class EvolutionRunAdmin(admin.ModelAdmin):
     list_filter = [PROFILE_FILTER, "trigger", "status"]
     search_fields = ["summary", "skip_reason", "error"]
     raw_id_fields = ["slice"]
+    # A run is a record: its card before/after and diff are shown, never edited (O1).
+    readonly_fields = ["card_before", "rendered_diff", "card_after", "diff", "steps"]
+    fieldsets = [
+        (None, {"fields": ["profile", "slice", "trigger", "status", "skip_reason", "summary", "error", "model_name", "attempts", "started_at", "finished_at"]}),
+        (_("card versions"), {"fields": [("card_before", "rendered_diff", "card_after")], "classes": ["diff-row"]}),
+        (_("raw record"), {"fields": ["diff", "steps"], "classes": ["collapse"]}),
+    ]
+    Media = DiffMedia
+
+    @admin.display(description=_("diff"))
+    def rendered_diff(self, obj: EvolutionRun):
+        return rendered_diff(obj.diff)
 
 
 @admin.register(LegacyFragment)

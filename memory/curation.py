@@ -228,3 +228,21 @@ def link(*, profile: Profile, from_item, to_item, type: str) -> Relation:
         created_at=timezone.now(),
         **ends,
     )
+
+
+def contradictions(experiences: Iterable[Experience]) -> list[tuple[Experience, Experience]]:
+    """Pairs among `experiences` linked by a live `contradicts` relation (C6), in one query;
+    none asked when fewer than two (prompt hygiene, issue 19)."""
+    by_pk = {e.pk: e for e in experiences}
+    if len(by_pk) < 2:
+        return []
+    rows = Relation.objects.live().filter(
+        type=Relation.Type.CONTRADICTS, from_experience__in=by_pk, to_experience__in=by_pk
+    ).values_list("from_experience_id", "to_experience_id")
+    pairs, seen = [], set()
+    for a, b in rows:
+        key = frozenset((a, b))
+        if a != b and key not in seen:
+            seen.add(key)
+            pairs.append((by_pk[a], by_pk[b]))
+    return pairs

@@ -107,6 +107,14 @@ TUNABLES: dict[str, Tunable] = {
     # path) looks for an explicit memory request; the idle-slice check period in seconds
     # (`manage.py close_idle_slices` does the same by hand or from cron).
     "PREVIOUSLY_AGENT_MAX_STEPS": Tunable(12, minimum=1),
+    # Model timeouts per use, in seconds, sized for a small model on a laptop CPU (Ollama,
+    # llama.cpp): the chat's wait for the first token, for the whole streamed reply, one agent
+    # call (a ~10k-character request with tool schemas); and an evolution run's whole time
+    # budget — a run that outlives it is reported failed with the reason and queued once more.
+    "PREVIOUSLY_LLM_FIRST_TOKEN_SECONDS": Tunable(180, minimum=1),
+    "PREVIOUSLY_LLM_STREAM_SECONDS": Tunable(600, minimum=1),
+    "PREVIOUSLY_AGENT_CALL_SECONDS": Tunable(600, minimum=1),
+    "PREVIOUSLY_AGENT_RUN_SECONDS": Tunable(3600, minimum=1),
     "PREVIOUSLY_TURN_ANALYZER_MODEL": Tunable(True),
     "PREVIOUSLY_IDLE_CHECK_SECONDS": Tunable(60, minimum=0),
     # Image messages (SPEC A7): the largest upload in bytes (the type is checked by content);

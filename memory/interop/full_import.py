@@ -1,6 +1,7 @@
 """Full import of our own export (SPEC X2, X4): dedupe by id, tombstones block, all or nothing."""
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -50,18 +51,16 @@ class FullReport:
     def as_dict(self) -> dict:
         return {"dry_run": self.dry_run, "kinds": self.counts, "notes": self.notes}
 
-    def table(self) -> str:
-        lines = [f"{'kind':<17}" + "".join(f"{c:>11}" for c in COLUMNS)]
-        for kind, c in self.counts.items():
-            lines.append(f"{kind:<17}" + "".join(f"{c[col]:>11}" for col in COLUMNS))
-        return "\n".join(lines)
+    def rows(self) -> list[list]:
+        """One row per kind: the kind, then its COLUMNS counts (the command prints them)."""
+        return [[kind, *(c[col] for col in COLUMNS)] for kind, c in self.counts.items()]
 
 
 def _dt(value):
     return datetime.fromisoformat(value) if value else None
 
 
-def import_full(*, data: dict, user, dry_run: bool = False) -> FullReport:
+def import_full(*, data: dict, user, dry_run: bool = False, progress: Callable[[str, int, int], None] | None = None) -> FullReport:
     """Import an export into `user`'s profiles; re-running it changes nothing (X2)."""
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise BadExport(f"not a Previously export (expected format {FORMAT!r})")
@@ -70,8 +69,11 @@ def import_full(*, data: dict, user, dry_run: bool = False) -> FullReport:
     report = FullReport(dry_run=dry_run)
     try:
         with transaction.atomic():
-            for pdata in data.get("profiles") or []:
+            profiles = data.get("profiles") or []
+            for i, pdata in enumerate(profiles, 1):
                 _import_profile(pdata, user=user, report=report)
+                if progress:
+                    progress("profiles", i, len(profiles))
             if dry_run:
                 raise _DryRun
     except _DryRun:

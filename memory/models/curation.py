@@ -408,6 +408,15 @@ class ExperienceHistory(models.Model):
     before = models.JSONField(null=True, blank=True, verbose_name=_("before"))
     after = models.JSONField(null=True, blank=True, verbose_name=_("after"))
     reason = models.TextField(blank=True, verbose_name=_("reason"))
+    # The agent's changes name the evolution run that made them (issue 19).
+    run = models.ForeignKey(
+        "memory.EvolutionRun",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="experience_changes",
+        verbose_name=_("run"),
+    )
     created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))
 
     class Meta:

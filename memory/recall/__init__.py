@@ -5,5 +5,6 @@
 """
 
 from memory.recall.context import recall
+from memory.recall.review import experiences_for_review
 
-__all__ = ["recall"]
+__all__ = ["experiences_for_review", "recall"]

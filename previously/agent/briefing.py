@@ -18,7 +18,8 @@ _NAME_FIELDS = ("name", "名字", "alias")
 
 def arrival_briefing(profile: Profile, slice_: Slice, *, now: datetime | None = None) -> str | None:
     """Instructions for the first reply of a slice, or None when there is nothing to say."""
-    if Message.objects.in_slice(slice_).filter(speaker=Message.Speaker.ASSISTANT).exists():
+    # An unsaved slice (A3: the line could not be stored) has no replies yet.
+    if slice_.pk is not None and Message.objects.in_slice(slice_).filter(speaker=Message.Speaker.ASSISTANT).exists():
         return None  # not the first turn of this slice any more
     return briefing_text(profile, tz=slice_.tz, now=now)
 

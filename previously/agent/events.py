@@ -16,6 +16,7 @@ from django.template.loader import render_to_string
 from django.utils import timezone
 
 from memory.models import EvolutionRun, SliceLogEntry
+from previously.i18n import for_profile
 from previously.push import page_event, push
 
 log = logging.getLogger(__name__)
@@ -48,10 +49,11 @@ def emit(run: EvolutionRun, event: str, **data) -> dict:
         )
     for callback in _listeners.get():
         callback(run, step)
-    html = render_to_string(
-        f"card/evolution.html#{event if event in PARTIALS else 'tool'}",
-        {"run": run, "step": step, "event": event},
-    )
+    with for_profile(run.profile):  # the indicator speaks the profile's language
+        html = render_to_string(
+            f"card/evolution.html#{event if event in PARTIALS else 'tool'}",
+            {"run": run, "step": step, "event": event},
+        )
     about = {"event": event, "run_id": run.pk, "status": run.status}
     try:
         push(run.profile_id, html, **about)
@@ -60,7 +62,7 @@ def emit(run: EvolutionRun, event: str, **data) -> dict:
     return page_event(html, **about)
 
 
-PARTIALS = ("started", "tool", "finished", "skipped", "failed")
+PARTIALS = ("started", "tool", "review", "finished", "skipped", "failed")
 
 
 def _summary(run: EvolutionRun, event: str, data: dict) -> str:
@@ -69,6 +71,8 @@ def _summary(run: EvolutionRun, event: str, data: dict) -> str:
     if event == "tool":
         verdict = "accepted" if data.get("accepted") else "refused"
         return f"{data.get('tool')} {verdict}: {data.get('result', '')}"
+    if event == "review":
+        return f"run {run.pk} reviews experiences {', '.join(data.get('experiences', []))}"
     if event == "finished":
         return f"run {run.pk} {run.status}: {run.summary}"
     if event == "skipped":

@@ -11,6 +11,7 @@ card as it was and is marked failed.
 """
 
 import logging
+import time
 
 from django.conf import settings
 from django.tasks import task
@@ -27,6 +28,7 @@ from memory.card.store import (
 )
 from memory.clock import local_clock
 from memory.models import EvolutionRun, Profile, Slice
+from memory.recall import experiences_for_review
 from previously.agent import tools
 from previously.agent.analyzer import worth_evolving
 from previously.agent.events import emit
@@ -66,8 +68,24 @@ exist. Use read_slice to read a slice, read_card_at to see the card as it was th
 saying what changed and why."""
 
 
+REVIEW_PROMPT = """You are the Previously Agent, keeping one person's experiences current. \
+Experiences are events and facts of their life, each citing the messages it rests on.
+
+For each experience listed, decide from the slice's transcript: nothing (most often), \
+update_experience (still true, changed in detail), merge_experiences (two say the same), \
+invalidate_experience (no longer true: give stopped_at, when it stopped), or confirm_with_evidence \
+(a candidate the person has now plainly confirmed). Add what is new with propose_experience. \
+Every change cites evidence_mids: ids of lines where the person says so, as shown (c_…). \
+Never invalidate what is still true; when unsure, do nothing. A refusal says why: fix the call \
+or drop it. End with finish(summary)."""
+
+
 def max_steps() -> int:
     return settings.PREVIOUSLY_AGENT_MAX_STEPS
+
+
+class OverBudget(Exception):
+    """The run outlived PREVIOUSLY_AGENT_RUN_SECONDS."""
 
 
 # --- recording a run (lifecycle starts them) ----------------------------------------------
@@ -138,11 +156,18 @@ def execute_run(run_id: int, *, provider: Provider | None = None) -> EvolutionRu
     run.card_before = row.text
     run.save(update_fields=["attempts", "model_name", "card_before"])
     emit(run, "started", trigger=run.trigger, note=_note(run))
+    deadline = time.monotonic() + settings.PREVIOUSLY_AGENT_RUN_SECONDS
+    changes: list[str] = []  # the experience changes, kept even when the run fails
     try:
         ctx = tools.Context(
-            profile=run.profile, card=parse_or_empty(row.text), refs_exist=refs_resolver(run.profile)
+            profile=run.profile,
+            card=parse_or_empty(row.text),
+            refs_exist=refs_resolver(run.profile),
+            run=run,
+            offered=tools.CARD_PHASE,
+            experience_changes=changes,
         )
-        steps_used = _loop(run, ctx, provider)
+        steps_used = _loop(run, ctx, provider, deadline=deadline)
         commit = commit_card(
             profile=run.profile,
             base_version=row.version,
@@ -151,17 +176,22 @@ def execute_run(run_id: int, *, provider: Provider | None = None) -> EvolutionRu
             slice_=run.slice,
             run=run,
         )
+    except OverBudget as exc:
+        return _fail(run, str(exc), retry=True, changes=changes)
     except Exception as exc:  # noqa: BLE001 - any failure leaves the card as it was
         log.warning("evolution run %s failed: %s", run.pk, exc, exc_info=not isinstance(exc, ProviderError))
-        return _fail(run, str(exc) or type(exc).__name__)
-    run.card_after = commit.text
-    run.status = EvolutionRun.Status.CHANGED if commit.changed else EvolutionRun.Status.UNCHANGED
-    run.diff = line_diff(run.card_before, commit.text) if commit.changed else ""
-    run.summary = ctx.summary or (
+        return _fail(run, str(exc) or type(exc).__name__, changes=changes)
+    card_summary = ctx.summary or (
         f"stopped after {steps_used} model calls without finishing"
         if steps_used >= max_steps()
         else "the agent ended without a summary"
     )
+    review_note = _review(run, ctx, provider, deadline=deadline)
+    changed = commit.changed or bool(ctx.experience_changes)
+    run.card_after = commit.text
+    run.status = EvolutionRun.Status.CHANGED if changed else EvolutionRun.Status.UNCHANGED
+    run.diff = experience_diff(line_diff(run.card_before, commit.text) if commit.changed else "", ctx.experience_changes)
+    run.summary = card_summary + (f" Experiences: {review_note}" if review_note else "")
     run.finished_at = timezone.now()
     run.save(update_fields=["card_after", "status", "diff", "summary", "finished_at"])
     emit(
@@ -178,28 +208,113 @@ def execute_run(run_id: int, *, provider: Provider | None = None) -> EvolutionRu
     return run
 
 
-def _fail(run: EvolutionRun, error: str) -> EvolutionRun:
+RETRIES = 1  # a run over its budget is queued again once, then left failed
+
+
+def _fail(run: EvolutionRun, error: str, *, retry: bool = False, changes: list[str] = ()) -> EvolutionRun:
+    """Mark the run failed with its reason (the card is untouched); an over-budget run is queued
+    once more. Experience changes already made stay, and are listed in the diff."""
     run.status = EvolutionRun.Status.FAILED
     run.error = error[:2000]
+    run.diff = experience_diff("", list(changes))
     run.finished_at = timezone.now()
-    run.save(update_fields=["status", "error", "finished_at"])
+    run.save(update_fields=["status", "error", "diff", "finished_at"])
     emit(run, "failed", error=run.error)
+    retried = sum(1 for s in run.steps if s.get("event") == "retry")
+    if retry and retried < RETRIES:
+        run.steps = [*run.steps, {"at": timezone.now().isoformat(), "event": "retry", "attempts": run.attempts}]
+        run.status, run.error, run.finished_at = EvolutionRun.Status.QUEUED, "", None
+        run.save(update_fields=["steps", "status", "error", "finished_at"])
+        evolve_card.enqueue(run.pk)
+        run.refresh_from_db()
     return run
+
+
+def experience_diff(card_diff: str, changes: list[str]) -> str:
+    """The run's diff: the card's line diff, then one line per experience change."""
+    if not changes:
+        return card_diff
+    block = "experiences:\n" + "\n".join(changes)
+    return f"{card_diff.rstrip()}\n\n{block}" if card_diff.strip() else block
+
+
+# --- the experience review (issue 19) -----------------------------------------------------------
+
+
+def _review(run: EvolutionRun, ctx: tools.Context, provider: Provider, *, deadline: float) -> str:
+    """After the card, on a closed slice: the agent reviews the experiences recall picks (sharing
+    sources or words with the slice) and keeps them current. Returns a note for the summary; a
+    failure here leaves the card commit standing and is named in the note."""
+    slice_ = run.slice
+    if slice_ is None or slice_.is_open:
+        return _changes_note(ctx)
+    picked = experiences_for_review(slice_)
+    if not picked:
+        return _changes_note(ctx)
+    emit(run, "review", experiences=[e.eid for e in picked])
+    review = tools.Context(
+        profile=run.profile, card=ctx.card, refs_exist=ctx.refs_exist, run=run, offered=tools.EXPERIENCE_PHASE,
+        experience_changes=ctx.experience_changes,
+    )
+    messages = [
+        {"role": "system", "content": REVIEW_PROMPT},
+        {"role": "user", "content": review_briefing(slice_, picked)},
+    ]
+    try:
+        _loop(run, review, provider, deadline=deadline, messages=messages)
+    except Exception as exc:  # noqa: BLE001 - the card is committed; the review's failure is reported
+        log.warning("experience review of run %s failed: %s", run.pk, exc)
+        return _changes_note(ctx) + f" (review stopped: {exc})"
+    return _changes_note(ctx) or (review.summary or "")
+
+
+def _changes_note(ctx: tools.Context) -> str:
+    if not ctx.experience_changes:
+        return ""
+    counts: dict[str, int] = {}
+    words = {"+": "added", "~": "updated", "⇐": "merged", "-": "invalidated", "✓": "confirmed"}
+    for line in ctx.experience_changes:
+        word = words.get(line.split(" ", 1)[0], "changed")
+        counts[word] = counts.get(word, 0) + 1
+    return ", ".join(f"{n} {w}" for w, n in counts.items()) + "."
+
+
+def review_briefing(slice_: Slice, picked: list) -> str:
+    """The review's first user message: the picked experiences with their history, the slice."""
+    lines = []
+    for e in picked:
+        since = f", since {e.event_time:%Y-%m-%d}" if e.event_time else ""
+        lines.append(f"- {e.eid} [{e.status}{since}] {e.title}: {e.content} (sources: {', '.join(e.source_mids)})")
+    return "\n\n".join(
+        [
+            "Experiences to review (picked because they share words or sources with the slice):\n"
+            + "\n".join(lines),
+            f"Transcript of slice {slice_.ref}:\n" + tools.transcript(slice_),
+            "Decide for each, then call finish(summary).",
+        ]
+    )
 
 
 # --- the loop ---------------------------------------------------------------------------------
 
 
-def _loop(run: EvolutionRun, ctx: tools.Context, provider: Provider) -> int:
-    """Model calls until `finish`, a reply without tool calls, or the step limit."""
-    messages = [
+def _loop(
+    run: EvolutionRun, ctx: tools.Context, provider: Provider, *, deadline: float, messages: list[dict] | None = None
+) -> int:
+    """Model calls until `finish`, a reply without tool calls, the step limit or the time budget."""
+    messages = messages or [
         {"role": "system", "content": SYSTEM_PROMPT},
         {"role": "user", "content": briefing(run, ctx.card)},
     ]
-    offered = tools.schemas()
+    offered = tools.schemas(ctx.offered)
     model = agent_model()
     limit = max_steps()
     for step in range(1, limit + 1):
+        if time.monotonic() > deadline:
+            raise OverBudget(
+                f"over its time budget of {settings.PREVIOUSLY_AGENT_RUN_SECONDS} s after {step - 1} model calls"
+                " (PREVIOUSLY_AGENT_RUN_SECONDS)"
+            )
         completion = provider.complete(messages, tools=offered, model=model)
         if not completion.tool_calls:
             if completion.content.strip() and ctx.summary is None:

@@ -14,65 +14,86 @@ from typing import Any
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
 
+from memory import consolidation
 from memory.card import Card, RefsResolver, apply_tool
 from memory.card.format import is_ref
 from memory.card.mutations import TOOLS as MUTATIONS
 from memory.card.mutations import tool_arguments
 from memory.curation import ExperienceRefused, propose_experience
-from memory.models import CardSnapshot, Message, Profile, Slice
+from memory.models import (
+    CardSnapshot,
+    EvolutionRun,
+    ExperienceHistory,
+    Message,
+    Profile,
+    Slice,
+    SliceLogEntry,
+)
 
-REF = {
-    "type": "string",
-    "pattern": r"^\d{4}/\d{2}/\d{2}/\d{4}$",
-    "description": "a slice id YYYY/MM/DD/HHMM",
-}
+# Kept compact (issue 19): a small local model reads every schema on every agent call.
+REF = {"type": "string", "pattern": r"^\d{4}/\d{2}/\d{2}/\d{4}$"}
 DAY = {"type": "string", "pattern": r"^\d{4}-\d{2}-\d{2}$"}
 # The JSON schema of every argument name a tool may take.
 ARGUMENTS: dict[str, dict] = {
-    "field": {"type": "string", "description": "Identity field: Name, Address them as, Pronouns, Alias…"},
-    "value": {"type": "string", "description": "the field's value; empty string clears the line"},
+    "field": {"type": "string", "description": "Name, Address them as, Pronouns, Alias…"},
+    "value": {"type": "string", "description": "empty clears the line"},
     "refs": {
         "type": "array",
         "items": REF,
         "minItems": 1,
-        "description": "evidence: slice ids YYYY/MM/DD/HHMM (no brackets); required",
+        "description": "evidence slice ids",
     },
     "text": {"type": "string"},
-    "index": {"type": "integer", "minimum": 1, "description": "1-based, as numbered on the card"},
-    "since": {**DAY, "description": "YYYY-MM-DD: since when this is true"},
-    "by": {**DAY, "description": "YYYY-MM-DD: the due date"},
-    "outcome": {"type": "string", "description": "how it was resolved"},
+    "index": {"type": "integer", "minimum": 1, "description": "as numbered on the card"},
+    "since": DAY,
+    "by": DAY,
+    "outcome": {"type": "string"},
     "ref": REF,
-    "summary": {"type": "string", "description": "one sentence: what changed and why"},
-    "title": {"type": "string", "description": "a short title"},
-    "content": {"type": "string", "description": "what happened, in one or two sentences"},
+    "summary": {"type": "string"},
+    "title": {"type": "string"},
+    "content": {"type": "string", "description": "one or two sentences"},
     "source_mids": {
         "type": "array",
         "items": {"type": "string"},
         "minItems": 1,
-        "description": "ids of the archived messages it rests on, as shown in read_slice: (c_…) / (a_…)",
+        "description": "message ids it rests on (c_…/a_…)",
     },
-    "event_time": {"type": "string", "description": "when it happened, YYYY-MM-DD or ISO time; empty if unknown"},
+    "event_time": {"type": "string", "description": "YYYY-MM-DD or ISO time; empty if unknown"},
     "time_certainty": {"type": "string", "enum": ["exact", "approximate", "unknown"]},
+    "eid": {"type": "string", "description": "experience id exp_…"},
+    "keep_eid": {"type": "string"},
+    "merge_eid": {"type": "string", "description": "the duplicate"},
+    "evidence_mids": {
+        "type": "array",
+        "items": {"type": "string"},
+        "minItems": 1,
+        "description": "ids of lines where the person says so",
+    },
+    "reason": {"type": "string"},
+    "stopped_at": {"type": "string", "description": "YYYY-MM-DD or ISO time"},
 }
 
 DESCRIPTIONS = {
-    "set_identity": "Set one Identity line (Name, Address them as, Pronouns, Alias…); max 8 lines.",
-    "set_portrait": "Rewrite the Past portrait: one third-person paragraph, at most 2400 characters.",
-    "add_anchor_fact": "Add an anchor fact to Past (dates, decisions, red lines still true in three years); max 8.",
-    "remove_anchor_fact": "Remove anchor fact number `index` from Past.",
-    "add_now": "Add a Now item: a short hook about the current state, with refs and since date; max 5.",
-    "remove_now": "Drop Now item number `index`.",
-    "promote_now": "Move Now item `index` to Past as an anchor fact worded by `text`.",
-    "add_horizon": "Add a Horizon item: a commitment, deadline or awaited reply, with its by date.",
-    "resolve_horizon": "Resolve Horizon item `index` (the only way one leaves), with its outcome.",
-    "add_lesson": "Add a Self-model lesson on how to work with this person (a delta on the directives); max 10.",
-    "remove_lesson": "Remove Self-model lesson number `index`.",
-    "read_slice": "Read the full transcript of one of this person's slices.",
-    "read_card_at": "Read the card as it was when a given slice ended.",
-    "propose_experience": "Propose a candidate experience (an event in the person's life) citing the messages it "
-    "rests on; the person or an admin confirms it later.",
-    "finish": "End the run with a one-sentence summary of what changed (or why nothing did).",
+    "set_identity": "Set one Identity line; max 8.",
+    "set_portrait": "Rewrite the Past portrait (third person, max 2400 chars).",
+    "add_anchor_fact": "Add a Past anchor fact still true in 3 years; max 8.",
+    "remove_anchor_fact": "Remove Past anchor fact `index`.",
+    "add_now": "Add a Now item with since date; max 5.",
+    "remove_now": "Drop Now item `index`.",
+    "promote_now": "Move Now item `index` to Past as anchor fact `text`.",
+    "add_horizon": "Add a Horizon item (commitment, deadline) with by date.",
+    "resolve_horizon": "Resolve Horizon item `index` with its outcome.",
+    "add_lesson": "Add a Self-model lesson (a delta on the directives); max 10.",
+    "remove_lesson": "Remove Self-model lesson `index`.",
+    "read_slice": "Read one slice's transcript.",
+    "read_card_at": "Read the card as it was when a slice ended.",
+    "read_slice_log": "Read one slice's cognitive log (analyzer verdicts, runs, tool calls).",
+    "propose_experience": "Add a candidate experience citing its messages.",
+    "update_experience": "Reword an experience still true but changed in detail.",
+    "merge_experiences": "Fold a duplicate experience into another.",
+    "invalidate_experience": "Mark an experience no longer true, from stopped_at.",
+    "confirm_with_evidence": "Make a candidate experience active; the person said so.",
+    "finish": "End the run with one sentence: what changed and why (or why nothing).",
 }
 
 
@@ -85,6 +106,9 @@ class Context:
     refs_exist: RefsResolver
     accepted: list[tuple[str, dict]] = field(default_factory=list)
     summary: str | None = None  # set by finish
+    run: EvolutionRun | None = None  # the run its history rows name
+    offered: tuple[str, ...] = ()  # the tools of this phase; empty: all
+    experience_changes: list[str] = field(default_factory=list)  # "+ exp_…: title" lines for the diff
 
 
 @dataclass(frozen=True)
@@ -126,15 +150,31 @@ def register(tool: Tool) -> Tool:
     return tool
 
 
-def schemas() -> list[dict]:
-    return [t.schema() for t in REGISTRY.values()]
+CARD_PHASE = (*MUTATIONS, "read_slice", "read_card_at", "read_slice_log", "propose_experience", "finish")
+EXPERIENCE_PHASE = (
+    "read_slice",
+    "read_slice_log",
+    "propose_experience",
+    "update_experience",
+    "merge_experiences",
+    "invalidate_experience",
+    "confirm_with_evidence",
+    "finish",
+)
+
+
+def schemas(names: tuple[str, ...] = ()) -> list[dict]:
+    """The schemas of the tools `names` (all when empty), compact: one line per tool."""
+    return [REGISTRY[n].schema() for n in names] if names else [t.schema() for t in REGISTRY.values()]
 
 
 def dispatch(ctx: Context, name: str, raw_arguments: str) -> Outcome:
     """Run one tool call; bad JSON or an unknown tool is an explanation, never an exception."""
     tool = REGISTRY.get(name)
     if tool is None:
-        return Outcome(False, f"unknown tool {name!r} — use one of: {', '.join(REGISTRY)}")
+        return Outcome(False, f"unknown tool {name!r} — use one of: {', '.join(ctx.offered or REGISTRY)}")
+    if ctx.offered and name not in ctx.offered:
+        return Outcome(False, f"refused: {name} is not offered in this step — use one of: {', '.join(ctx.offered)}")
     try:
         arguments = json.loads(raw_arguments or "{}")
     except json.JSONDecodeError as exc:
@@ -241,6 +281,9 @@ def _propose_experience(ctx: Context, arguments: dict) -> Outcome:
         )
     except ExperienceRefused as exc:
         return Outcome(False, f"refused: {exc}")
+    if ctx.run is not None:
+        experience.history.filter(action="create").update(run=ctx.run)
+    ctx.experience_changes.append(f"+ {experience.eid} (candidate): {experience.title} — {experience.content}")
     return Outcome(True, f"accepted: candidate experience {experience.eid} recorded for review")
 
 
@@ -255,5 +298,104 @@ register(
         DESCRIPTIONS["propose_experience"],
         ("title", "content", "source_mids", "event_time", "time_certainty"),
         _propose_experience,
+    )
+)
+
+
+# --- reading a slice's cognitive log (S2) ------------------------------------------------------
+
+LOG_MAX_ENTRIES = 60
+
+
+def _read_slice_log(ctx: Context, arguments: dict) -> Outcome:
+    ref = arguments.get("ref")
+    slice_ = _slice_of(ctx, ref)
+    if slice_ is None:
+        return Outcome(False, f"refused: no slice {ref!r} for this person — refs look like 2026/08/11/1426")
+    entries = list(SliceLogEntry.objects.filter(slice=slice_).order_by("-created_at", "-id")[:LOG_MAX_ENTRIES])
+    if not entries:
+        return Outcome(True, f"the log of [{slice_.ref}] is empty")
+    lines = [f"[{e.created_at:%Y-%m-%d %H:%M}] {e.kind}: {e.summary}" for e in reversed(entries)]
+    return Outcome(True, f"log of [{slice_.ref}] (newest {len(entries)}):\n" + "\n".join(lines))
+
+
+register(Tool("read_slice_log", DESCRIPTIONS["read_slice_log"], ("ref",), _read_slice_log))
+
+
+# --- keeping experiences current (C4, C5; memory.consolidation validates) ---------------------
+
+
+def _consolidate(
+    change: Callable[..., object], line: Callable[[object, dict], str], names: tuple[str, ...]
+) -> Callable[[Context, dict], Outcome]:
+    def handle(ctx: Context, arguments: dict) -> Outcome:
+        unexpected = sorted(set(arguments) - set(names))
+        if unexpected:
+            return Outcome(False, f"refused: unexpected argument(s) {', '.join(unexpected)} — it takes {', '.join(names)}")
+        try:
+            experience = change(profile=ctx.profile, run=ctx.run, **{n: arguments.get(n) for n in names})
+        except ExperienceRefused as exc:
+            return Outcome(False, f"refused: {exc}")
+        text = line(experience, arguments)
+        ctx.experience_changes.append(text)
+        return Outcome(True, f"accepted: {text}")
+
+    return handle
+
+
+UPDATE = ("eid", "title", "content", "evidence_mids", "reason")
+MERGE = ("keep_eid", "merge_eid", "title", "content", "evidence_mids", "reason")
+INVALIDATE = ("eid", "stopped_at", "evidence_mids", "reason")
+CONFIRM = ("eid", "evidence_mids", "reason")
+
+
+def _was(experience) -> str:
+    row = experience.history.filter(actor=ExperienceHistory.Actor.AGENT).order_by("-id").first()
+    before = (row.before or {}) if row else {}
+    return f"{before.get('title', '')} — {before.get('content', '')}"
+
+
+register(
+    Tool(
+        "update_experience",
+        DESCRIPTIONS["update_experience"],
+        UPDATE,
+        _consolidate(
+            consolidation.update_experience,
+            lambda e, a: f"~ {e.eid}: {_was(e)} → {e.title} — {e.content}",
+            UPDATE,
+        ),
+    )
+)
+register(
+    Tool(
+        "merge_experiences",
+        DESCRIPTIONS["merge_experiences"],
+        MERGE,
+        _consolidate(
+            consolidation.merge_experiences,
+            lambda e, a: f"⇐ {a.get('merge_eid')} merged into {e.eid}: {e.title} — {e.content}",
+            MERGE,
+        ),
+    )
+)
+register(
+    Tool(
+        "invalidate_experience",
+        DESCRIPTIONS["invalidate_experience"],
+        INVALIDATE,
+        _consolidate(
+            consolidation.invalidate_experience,
+            lambda e, a: f"- {e.eid} no longer true since {e.invalid_at:%Y-%m-%d}: {e.title} — {e.content}",
+            INVALIDATE,
+        ),
+    )
+)
+register(
+    Tool(
+        "confirm_with_evidence",
+        DESCRIPTIONS["confirm_with_evidence"],
+        CONFIRM,
+        _consolidate(consolidation.confirm_with_evidence, lambda e, a: f"✓ {e.eid} confirmed: {e.title}", CONFIRM),
     )
 )

@@ -85,6 +85,7 @@ class Words:
     highlights: str
     active: str
     candidates: str
+    disputed: str
     none: str
     awareness: str
     guidance: str
@@ -108,6 +109,10 @@ EN = Words(
     highlights="# Highlights (verbatim quotes the user or you kept)",
     active="# Confirmed experiences",
     candidates="# Candidate experiences — UNCONFIRMED, not to be treated as fact",
+    disputed=(
+        "# Contradicting experiences — these pairs disagree; state neither as fact, "
+        "ask the user which is true now"
+    ),
     none="(none)",
     awareness=(
         "# Identity awareness\nYou are an AI companion. If the user asks whether you are an AI "
@@ -138,6 +143,7 @@ ZH = Words(
     highlights="# 高光（用户或你收藏的原话）",
     active="# 已确认的经历",
     candidates="# 候选经历——未确认，不可当作事实",
+    disputed="# 相互矛盾的经历——每组说法彼此冲突，都不可当作事实，请问用户现在哪个是真的",
     none="（无）",
     awareness="# 身份认知\n你是 AI 伙伴。如果用户问你是不是 AI 或真人，坦白说你是 AI。",
     guidance=(
@@ -187,9 +193,11 @@ def speaker(message: Message, w: Words) -> str:
 
 def system_prompt(
     *, profile: Profile, slice_: Slice, card_text: str, clock: LocalClock, recalled: Recalled,
-    briefing: str | None = None,
+    briefing: str | None = None, conflicts: Sequence[tuple] = (),
 ) -> str:
-    """The whole system prompt in SPEC R5's order."""
+    """The whole system prompt in SPEC R5's order. Experiences in a `conflicts` pair (a live
+    `contradicts` relation) leave the confirmed/candidate lists for a section saying they
+    disagree; with none, the prompt is as before. The stable prefix is untouched (K9)."""
     w = words_for(profile)
     lang = profile.language
     now = w.now.format(
@@ -199,13 +207,19 @@ def system_prompt(
         period=period_label(clock.period, lang),
     )
     fragments = sorted(recalled.fragments, key=lambda m: (m.created_at, m.pk))
+    disputed = {e.pk for pair in conflicts for e in pair}
     sections = [
         stable_prefix(profile=profile, slice_=slice_, card_text=card_text),
         now,
         _section(w.fragments, [f"- [{when(m, w, lang)}] {speaker(m, w)}:\n{quote(m.content)}" for m in fragments], w),
         _section(w.highlights, [f"- ({h.mid})\n{quote(h.content)}" for h in recalled.highlights], w),
-        _section(w.active, [f"- {quote(e.title + ': ' + e.content)}" for e in recalled.active], w),
-        _section(w.candidates, [f"- {quote(e.title + ': ' + e.content)}" for e in recalled.candidates], w),
+        _section(w.active, [f"- {quote(e.title + ': ' + e.content)}" for e in recalled.active if e.pk not in disputed], w),
+        _section(
+            w.candidates,
+            [f"- {quote(e.title + ': ' + e.content)}" for e in recalled.candidates if e.pk not in disputed],
+            w,
+        ),
+        *([_section(w.disputed, [_pair(a, b) for a, b in conflicts], w)] if conflicts else []),
         w.awareness,
         w.guidance,
         # K14: on a slice's first turn, greet by the card's name and ask about overdue items.
@@ -213,6 +227,10 @@ def system_prompt(
         w.requirements,
     ]
     return "\n\n".join(sections)
+
+
+def _pair(a, b) -> str:
+    return f"- {quote(a.title + ': ' + a.content)}\n  ≠ {quote(b.title + ': ' + b.content)}"
 
 
 def _section(title: str, lines: Sequence[str], w: Words) -> str:
@@ -230,6 +248,7 @@ def chat_messages(
     user_text: str,
     briefing: str | None = None,
     user_content: str | list[dict] | None = None,
+    conflicts: Sequence[tuple] = (),
 ) -> list[dict]:
     """System prompt, then the slice's recent turns, then the user's message (`user_content`,
     e.g. image parts from `user_turn_content`, replaces `user_text` when given)."""
@@ -238,7 +257,7 @@ def chat_messages(
             "role": "system",
             "content": system_prompt(
                 profile=profile, slice_=slice_, card_text=card_text, clock=clock, recalled=recalled,
-                briefing=briefing,
+                briefing=briefing, conflicts=conflicts,
             ),
         }
     ]

@@ -5,6 +5,7 @@ every frame sent is a rendered partial of templates/chat/chat.html swapped out-o
 Database work runs in the small sync helpers below, through `db_call` (previously/chat/db.py).
 """
 
+import asyncio
 import logging
 import secrets
 from collections.abc import Awaitable, Callable
@@ -19,9 +20,9 @@ from django.utils.text import format_lazy
 from django.utils.translation import gettext, gettext_lazy, pgettext
 
 from memory.archive import MidConflict, archive_message
-from memory.card.store import injected_card_for
+from memory.card.store import injected_card_for, refresh_injected_card
 from memory.clock import LocalClock, local_clock
-from memory.curation import HighlightRefused, add_highlight
+from memory.curation import HighlightRefused, add_highlight, contradictions
 from memory.models import Highlight, Message, Profile, Slice
 from memory.models.archive import USER_MID_RE
 from memory.recall import recall
@@ -38,6 +39,7 @@ log = logging.getLogger(__name__)
 
 Send = Callable[[str], Awaitable[None]]
 RECENT_TURNS = 12  # messages of the current slice replayed as chat turns (bounded, O2)
+SAVE_RETRY_SECONDS = [2.0, 15.0, 60.0]  # A3: when an unsaved line (and its reply) is tried again
 MAX_TEXT = 8000  # characters in one user message
 
 
@@ -182,6 +184,7 @@ def prepare(
         recent=recent,
         user_text=user_message.content,
         user_content=prompt.user_turn_content(user_message, images=images),
+        conflicts=contradictions([*recalled.active, *recalled.candidates]),
     )
     return Prepared(profile=profile, slice=slice_, clock=clock, recalled=recalled, messages=messages)
 
@@ -256,8 +259,9 @@ async def handle_send(profile: Profile, data: dict, send: Send) -> None:
         ), lang=lang))
         return
     except Exception:
+        # A3: the chat goes on — the reply comes with a notice, and the line is saved later.
         log.exception("archiving user message %s failed", frame.mid)
-        await send(notice(gettext_lazy("Your message could not be saved. Nothing was sent; try again."), lang=lang))
+        await unsaved_turn(profile, frame, send)
         return
     user_message = archived.message
     await send(render_message(user_message, lang=lang))
@@ -328,7 +332,9 @@ async def handle_retry(profile: Profile, data: dict, send: Send) -> None:
     await reply_to(profile, user_message, send)
 
 
-async def reply_to(profile: Profile, user_message: Message, send: Send, *, local_time: str | None = None) -> None:
+async def reply_to(
+    profile: Profile, user_message: Message, send: Send, *, local_time: str | None = None
+) -> Message:
     """Recall, prompt, stream the reply into the page, archive it, act on its markers."""
     lang = profile.language
     umid = user_message.mid
@@ -365,6 +371,14 @@ async def reply_to(profile: Profile, user_message: Message, send: Send, *, local
     kind = Message.Type.SYSTEM if provider.offline else Message.Type.TEXT
     mid = assistant_mid()
     note = ""
+    if user_message.pk is None:  # A3: its line is not saved yet; both are saved together later
+        reply = Message(
+            profile=prepared.profile, slice=prepared.slice, mid=mid, speaker=Message.Speaker.ASSISTANT,
+            content=content, raw_content=cleaner.raw if cleaner.raw != content else "", status=status,
+            message_type=kind, created_at=timezone.now(), tz=user_message.tz,
+        )
+        await send(render_message(reply, lang=lang, oob=f"outerHTML:#reply-{umid}", notice="pending", reply_to=umid, error=error))
+        return reply
     try:
         reply, _ = await db_call(store_reply)(
             prepared.profile, user_message, mid=mid, raw=cleaner.raw, content=content, favs=favs,
@@ -381,5 +395,95 @@ async def reply_to(profile: Profile, user_message: Message, send: Send, *, local
     if error:
         log.warning("reply to %s failed: %s", umid, error)
     await send(render_message(reply, lang=lang, oob=f"outerHTML:#reply-{umid}", notice=note, reply_to=umid, error=error))
-    if not error and not provider.offline:
+    if not error:
+        # Offline too: a "remember…" request then records a run skipped for want of a model (K10, K11).
         await _after_reply(prepared.profile, prepared.slice, user_message.content, content)
+    return reply
+
+
+# --- A3: a line that could not be saved ------------------------------------------------------
+
+
+@db_call
+def _unsaved_user_message(profile: Profile, frame: UserFrame) -> Message | None:
+    """The line as an unsaved Message in the open slice (for the prompt), or None when even
+    reading fails. A slice whose injected card was never frozen is not used (that is a write)."""
+    now = timezone.now()
+    open_slice = Slice.objects.for_profile(profile).open().order_by("-started_at").first()
+    if open_slice is None or open_slice.injected_card is None:
+        open_slice = Slice(profile=profile, started_at=now, last_message_at=now, tz=frame.tz or "")
+        try:
+            refresh_injected_card(open_slice, now=now, reason="")  # an unsaved slice: nothing is written
+        except Exception:  # noqa: BLE001 - the reply goes on without the card
+            log.warning("no card for the unsaved line %s", frame.mid, exc_info=True)
+            open_slice.injected_card = ""
+    return Message(
+        profile=profile, slice=open_slice, mid=frame.mid, speaker=Message.Speaker.USER, content=frame.text,
+        created_at=now, tz=frame.tz or "",
+    )
+
+
+@db_call
+def save_unsaved_turn(profile: Profile, frame: UserFrame, user_message: Message, reply: Message | None) -> bool:
+    """Archive the line (with the time it was said) and then its reply; True when both are stored."""
+    archived = archive_line(
+        archive_message, profile=profile, mid=frame.mid, speaker=Message.Speaker.USER, content=frame.text,
+        tz=frame.tz, local_time=frame.local_time, created_at=user_message.created_at,
+    )
+    if reply is not None:
+        archive_message(
+            profile=profile, mid=reply.mid, speaker=Message.Speaker.ASSISTANT, content=reply.content,
+            raw_content=reply.raw_content, status=reply.status, message_type=reply.message_type,
+            created_at=max(reply.created_at, archived.message.created_at), tz=frame.tz,
+        )
+    return True
+
+
+async def unsaved_turn(profile: Profile, frame: UserFrame, send: Send) -> asyncio.Task | None:
+    """A3: say the line is not saved yet, reply all the same, and retry saving it later."""
+    lang = profile.language
+    try:
+        user_message = await _unsaved_user_message(profile, frame)
+    except Exception:
+        log.exception("the archive cannot be read either; no reply to %s", frame.mid)
+        await send(notice(gettext_lazy("Your message could not be saved. Nothing was sent; try again."), lang=lang))
+        return None
+    await send(notice(gettext_lazy("Your message could not be saved yet. The reply follows; saving is retried."), lang=lang))
+    await send(render_message(user_message, lang=lang, notice="pending"))
+    try:
+        reply = await reply_to(profile, user_message, send, local_time=frame.local_time)
+    except Exception:
+        log.exception("replying to unsaved %s failed", frame.mid)
+        reply = None
+    retry = asyncio.create_task(save_later(profile, frame, user_message, reply, send))
+    _pending_saves.add(retry)
+    retry.add_done_callback(_pending_saves.discard)
+    return retry
+
+
+_pending_saves: set[asyncio.Task] = set()  # kept referenced until done
+
+
+async def save_later(profile: Profile, frame: UserFrame, user_message: Message, reply: Message | None, send: Send) -> bool:
+    """Try to archive the unsaved line and its reply again, after each of SAVE_RETRY_SECONDS."""
+    for delay in SAVE_RETRY_SECONDS:
+        await asyncio.sleep(delay)
+        try:
+            await save_unsaved_turn(profile, frame, user_message, reply)
+        except MidConflict:
+            log.warning("unsaved %s: another copy was stored meanwhile", frame.mid)
+            return False
+        except Exception:
+            log.warning("saving %s again failed; retrying later", frame.mid, exc_info=True)
+            continue
+        try:
+            await send(notice(gettext_lazy("Your message and its reply are saved now."), level="info", lang=profile.language))
+        except Exception:  # noqa: BLE001 - the page went away; the lines are saved all the same
+            pass
+        return True
+    log.error("unsaved %s could not be archived after %d attempts", frame.mid, len(SAVE_RETRY_SECONDS))
+    try:
+        await send(notice(gettext_lazy("Your message still could not be saved; copy it if you need it."), lang=profile.language))
+    except Exception:  # noqa: BLE001
+        pass
+    return False

@@ -8,7 +8,7 @@ from django.conf import settings
 
 from previously.llm.base import Provider
 from previously.llm.offline import Offline
-from previously.llm.openai_compat import OpenAICompatible
+from previously.llm.openai_compat import OpenAICompatible, Timeouts
 
 log = logging.getLogger(__name__)
 OLLAMA_URL = "http://127.0.0.1:11434/v1"
@@ -36,14 +36,24 @@ def _choose() -> Provider:
             api_key=settings.PREVIOUSLY_LLM_API_KEY,
             model=settings.PREVIOUSLY_LLM_MODEL or "default",
             supports_images=settings.PREVIOUSLY_LLM_IMAGES,
+            timeouts=timeouts(),
         )
     model = _probe_ollama()
     if model:
         return OpenAICompatible(
             base_url=OLLAMA_URL, api_key="", model=settings.PREVIOUSLY_LLM_MODEL or model,
-            supports_images=settings.PREVIOUSLY_LLM_IMAGES,
+            supports_images=settings.PREVIOUSLY_LLM_IMAGES, timeouts=timeouts(),
         )
     return Offline()
+
+
+def timeouts() -> Timeouts:
+    """The per-use model timeouts from the tunables."""
+    return Timeouts(
+        first_token=settings.PREVIOUSLY_LLM_FIRST_TOKEN_SECONDS,
+        stream=settings.PREVIOUSLY_LLM_STREAM_SECONDS,
+        agent_call=settings.PREVIOUSLY_AGENT_CALL_SECONDS,
+    )
 
 
 def _probe_ollama(timeout: float = 0.5) -> str | None:

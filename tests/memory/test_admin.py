@@ -6,6 +6,7 @@ from django.urls import reverse
 
 from memory import models as m
 from tests import factories as f
+from tests.csp import assert_csp_clean
 
 MODELS_AND_FACTORIES = [
     (m.Profile, f.ProfileFactory),
@@ -64,3 +65,27 @@ def test_admin_is_refused_to_non_staff(client, user):
     client.force_login(user)
     response = client.get(reverse("admin:memory_message_changelist"))
     assert response.status_code == 302 and "/admin/login/" in response.url
+
+
+@pytest.mark.django_db
+def test_a_runs_diff_is_rendered_read_only_beside_the_card_before_and_after_o1(admin_client):
+    run = f.EvolutionRunFactory(
+        status="changed",
+        card_before="## Now\n- Lives in Berlin <b>",
+        card_after="## Now\n- Lives in Lisbon 🇵🇹",
+        diff="--- before\n+++ after\n@@ -1,2 +1,2 @@\n ## Now\n-- Lives in Berlin <b>\n+- Lives in Lisbon 🇵🇹",
+    )
+    snapshot = f.CardSnapshotFactory(run=run, profile=run.profile)
+
+    page = admin_client.get(reverse("admin:memory_evolutionrun_change", args=[run.pk]))
+    html = page.content.decode()
+
+    assert page.status_code == 200
+    assert '<span class="diff-add">+- Lives in Lisbon 🇵🇹</span>' in html
+    assert '<span class="diff-del">-- Lives in Berlin &lt;b&gt;</span>' in html
+    assert 'name="diff"' not in html and 'name="card_before"' not in html and 'name="card_after"' not in html
+    assert html.index("Lives in Berlin &lt;b&gt;</div>") < html.index("diff-rendered") < html.index("Lives in Lisbon 🇵🇹</div>")
+    assert "previously/admin-diff.css" in html
+    assert_csp_clean(page)
+    snap_html = admin_client.get(reverse("admin:memory_cardsnapshot_change", args=[snapshot.pk])).content.decode()
+    assert '<span class="diff-add">+- Lives in Lisbon 🇵🇹</span>' in snap_html

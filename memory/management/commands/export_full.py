@@ -5,6 +5,7 @@ import json
 from django.core.management.base import BaseCommand, CommandError
 
 from memory.interop.export import export_global_meta, export_json, export_kv, profiles_for, write_kv
+from memory.management import output
 from memory.management.profiles import resolve_user
 
 
@@ -37,18 +38,19 @@ class Command(BaseCommand):
             raise CommandError("no profile matches; check --user and --profile", returncode=2)
         out = open(opts["output"], "w", encoding="utf-8") if opts["output"] else _Raw(self.stdout)  # noqa: SIM115
         try:
-            if opts["format"] == "kv":
-                entries = export_kv(profiles=profiles)
-                if user is None and not opts["profile"]:
-                    entries = (e for gen in (entries, export_global_meta()) for e in gen)
-                n = write_kv(entries, out)
-                summary = f"{n} keys"
-            else:
-                data = export_json(profiles=profiles)
-                json.dump(data, out, ensure_ascii=False, indent=1)
-                out.write("\n")
-                summary = f"{len(profiles)} profiles, {sum(len(p['messages']) for p in data['profiles'])} messages"
+            with output.progress(self.stderr) as progress:
+                each = output.counted(profiles, progress, "profiles", total=len(profiles), every=1)
+                if opts["format"] == "kv":
+                    entries = export_kv(profiles=each)
+                    if user is None and not opts["profile"]:
+                        entries = (e for gen in (entries, export_global_meta()) for e in gen)
+                    rows = [["keys", write_kv(output.counted(entries, progress, "keys"), out)]]
+                else:
+                    data = export_json(profiles=each)
+                    json.dump(data, out, ensure_ascii=False, indent=1)
+                    out.write("\n")
+                    rows = [["profiles", len(profiles)], ["messages", sum(len(p["messages"]) for p in data["profiles"])]]
         finally:
             if opts["output"]:
                 out.close()
-        self.stderr.write(f"exported {summary}")
+        self.stderr.write(output.table(["exported", "count"], rows))

@@ -5,7 +5,8 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from memory.interop.full_import import BadExport, import_full
+from memory.interop.full_import import COLUMNS, BadExport, import_full
+from memory.management import output
 from memory.management.profiles import resolve_user
 
 
@@ -24,12 +25,13 @@ class Command(BaseCommand):
             raise CommandError(f"export file {str(path)!r} not found", returncode=2)
         try:
             data = json.loads(path.read_text(encoding="utf-8"))
-            report = import_full(data=data, user=user, dry_run=opts["dry_run"])
+            with output.progress(self.stderr) as progress:
+                report = import_full(data=data, user=user, dry_run=opts["dry_run"], progress=progress)
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise CommandError(f"{path} is not JSON ({exc}). Nothing was written.", returncode=1) from None
         except BadExport as exc:
             raise CommandError(f"{path}: {exc}", returncode=1) from None
         for note in report.notes:
             self.stdout.write(note)
-        self.stdout.write(report.table())
+        self.stdout.write(output.table(["kind", *COLUMNS], report.rows()))
         self.stdout.write("dry run: nothing was written" if report.dry_run else "import complete")

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from memory.interop.kv_import import BadDump, import_kv
-from memory.interop.progress import progress_for
+from memory.interop.kv_import import COLUMNS, BadDump, import_kv
+from memory.management import output
 from memory.management.profiles import resolve_user
 
 
@@ -35,10 +35,10 @@ class Command(BaseCommand):
             raise CommandError(f"dump file {path!r} not found; pass the path of a KV dump", returncode=2)
         fh = sys.stdin if path == "-" else open(path, encoding="utf-8")  # noqa: SIM115
         try:
-            report = import_kv(
-                fh=fh, user=user, dry_run=opts["dry_run"], skip_bad=opts["skip_bad"],
-                progress=progress_for(self.stderr),
-            )
+            with output.progress(self.stderr) as progress:
+                report = import_kv(
+                    fh=fh, user=user, dry_run=opts["dry_run"], skip_bad=opts["skip_bad"], progress=progress,
+                )
         except BadDump as exc:
             raise CommandError(str(exc), returncode=1) from None
         except UnicodeDecodeError as exc:
@@ -50,7 +50,9 @@ class Command(BaseCommand):
             self.stdout.write(note)
         if len(report.notes) > 200:
             self.stdout.write(f"... and {len(report.notes) - 200} more (see --report-json)")
-        self.stdout.write(report.table())
+        totals = report.as_dict()["total"]
+        rows = [[family, *(c[col] for col in COLUMNS)] for family, c in report.rows()]
+        self.stdout.write(output.table(["family", *COLUMNS], rows, total=["total", *(totals[c] for c in COLUMNS)]))
         self.stdout.write("dry run: nothing was written" if report.dry_run else "import complete")
         if opts["report_json"]:
             Path(opts["report_json"]).write_text(json.dumps(report.as_dict(), ensure_ascii=False, indent=2))

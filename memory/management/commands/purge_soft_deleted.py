@@ -6,6 +6,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.utils import timezone
 
 from memory.deletion import purge_soft_deleted
+from memory.management import output
 from memory.management.profiles import resolve_profile
 
 
@@ -34,13 +35,11 @@ class Command(BaseCommand):
         if options["batch"] < 1:
             raise CommandError("--batch must be at least 1")
 
-        def progress(kind, done, total):
-            self.stdout.write(f"  {kind}: {done}/{total}")
-
-        report = purge_soft_deleted(
-            profile=profile, before=before, batch=options["batch"], dry_run=options["dry_run"], progress=progress
-        )
-        self.stdout.write(("DRY RUN: nothing written\n" if report.dry_run else "") + f"{'kind':<12}{'selected':>10}{'tombstones':>12}")
-        for label, selected, tombstones in report.rows():
-            self.stdout.write(f"{label:<12}{selected:>10}{tombstones:>12}")
-        self.stdout.write(f"{'total':<12}{sum(report.selected.values()):>10}{sum(report.tombstones.values()):>12}")
+        with output.progress(self.stdout) as progress:
+            report = purge_soft_deleted(
+                profile=profile, before=before, batch=options["batch"], dry_run=options["dry_run"], progress=progress
+            )
+        if report.dry_run:
+            self.stdout.write("DRY RUN: nothing written")
+        total = ["total", sum(report.selected.values()), sum(report.tombstones.values())]
+        self.stdout.write(output.table(["kind", "selected", "tombstones"], report.rows(), total=total))

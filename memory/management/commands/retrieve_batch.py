@@ -5,6 +5,8 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
+from memory.management.output import progress as progress_display
+from memory.management.output import table
 from memory.retrieve_batch import ProtocolError, retrieve_batch
 
 
@@ -26,10 +28,22 @@ class Command(BaseCommand):
             data = json.loads(Path(input).read_text(encoding="utf-8"))
         except (OSError, ValueError) as e:
             raise CommandError(f"Cannot read {input} as JSON: {e}") from e
-        progress = (lambda line: self.stderr.write(line)) if options["verbosity"] > 1 else None
+        conversations = data.get("conversations") if isinstance(data, dict) else None
+        total = len(conversations) if isinstance(conversations, list) else 0
+        done = []
         try:
-            out = retrieve_batch(data, k=k, progress=progress)
+            with progress_display(self.stderr) as progress:
+
+                def loaded(line: str) -> None:
+                    done.append(line)
+                    progress("conversations", len(done), total)
+                    if options["verbosity"] > 1:
+                        self.stderr.write(line)
+
+                out = retrieve_batch(data, k=k, progress=loaded)
         except ProtocolError as e:
             raise CommandError(f"{input}: {e}") from e
         Path(output).write_text(json.dumps(out, ensure_ascii=False), encoding="utf-8")
-        self.stdout.write(f"Ranked {len(out['results'])} queries into {output}.")
+        ms = sorted(out["latency_ms"].values())
+        p50 = f"{ms[len(ms) // 2]:.1f}" if ms else "—"
+        self.stdout.write(table(["queries ranked", "p50 ms", "written to"], [[len(out["results"]), p50, output]]))

@@ -8,6 +8,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from memory.card.store import card_at, live_card
 from memory.card.validate import violations
+from memory.management.output import table
 from memory.management.profiles import resolve_profile
 from memory.models import EvolutionRun, Profile, Slice
 from previously.agent.events import listening
@@ -55,6 +56,15 @@ class Command(BaseCommand):
         slice_ = _slice(prof, slice) if slice else prof.slices.order_by("-started_at").first()
         with listening(self._print_step):
             run = run_now(profile=prof, slice_=slice_, trigger=trigger)
+        if run.status in (EvolutionRun.Status.CHANGED, EvolutionRun.Status.UNCHANGED):
+            tools_used = [s for s in run.steps if s.get("event") == "tool"]
+            accepted = sum(1 for s in tools_used if s.get("accepted"))
+            self.stdout.write(table(
+                ["run", "status", "tool calls", "accepted", "refused", "experience changes", "seconds"],
+                [[run.pk, run.status, len(tools_used), accepted, len(tools_used) - accepted,
+                  run.diff.split("experiences:\n", 1)[1].count("\n") + 1 if "experiences:\n" in run.diff else 0,
+                  f"{(run.finished_at - run.started_at).total_seconds():.1f}" if run.started_at and run.finished_at else "—"]],
+            ))
         if run.status == EvolutionRun.Status.CHANGED:
             self.stdout.write(f"summary: {run.summary}\n{run.diff}")
         elif run.status == EvolutionRun.Status.UNCHANGED:

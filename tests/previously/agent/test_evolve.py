@@ -26,8 +26,9 @@ TOOL_NAMES = [
     "remove_lesson",
     "read_slice",
     "read_card_at",
-    "finish",
+    "read_slice_log",
     "propose_experience",
+    "finish",
 ]
 REF = "2026/08/17/0515"
 

@@ -211,6 +211,34 @@ async def test_offline_mode_answers_from_memory_labelled_not_a_model_and_archive
     assert llm_server.requests == []
 
 
+@pytest.mark.parametrize("request_text", ["remember that my cat is called Miso 🐱", "记住：我的猫叫小米"])
+async def test_offline_a_remember_request_records_a_skipped_run_with_its_reason_k10_k11(connect, user, request_text):
+    profile = await database_sync_to_async(ProfileFactory)(user=user, key="owner", language="en")
+    reset_provider(Offline())
+    try:
+        chat = await connect(user)
+        frames = await chat.say(request_text, mid=new_mid(1))
+        skipped = await chat.ws.receive_from(timeout=5)
+    finally:
+        reset_provider(None)
+    assert "Offline" in frames[-1]
+    assert "Card update skipped:" in skipped and "no model configured" in skipped
+    runs = await database_sync_to_async(lambda: list(profile.evolution_runs.values_list("trigger", "status", "skip_reason")))()
+    assert runs == [("explicit", "skipped", "no model configured")]
+
+
+async def test_offline_an_ordinary_line_starts_no_run(connect, user):
+    profile = await database_sync_to_async(ProfileFactory)(user=user, key="owner", language="en")
+    reset_provider(Offline())
+    try:
+        chat = await connect(user)
+        await chat.say("just saying hi", mid=new_mid(1))
+        await chat.ws.receive_nothing(timeout=0.3)
+    finally:
+        reset_provider(None)
+    assert not await database_sync_to_async(profile.evolution_runs.exists)()
+
+
 async def test_offline_replies_speak_chinese_for_a_chinese_profile_l2(connect, user):
     profile = await database_sync_to_async(ProfileFactory)(user=user, key="owner", language="zh")
     await remember(profile, "我下周三要交季度报告", "2025-01-05T10:00+00:00")
@@ -242,3 +270,43 @@ async def test_page_events_of_the_profile_group_reach_the_page(connect, user, pr
     chat = await connect(user)
     await get_channel_layer().group_send(profile_group(profile), {"type": "page.event", "html": '<div id="card-status" hx-swap-oob="true">evolving</div>'})
     assert "evolving" in await chat.ws.receive_from()
+
+
+async def test_when_the_users_line_cannot_be_saved_the_reply_still_comes_and_saving_is_retried_a3(connect, user, profile, llm_server, llm_provider, monkeypatch):
+    real = turn.archive_message
+    failures = {"left": 1}
+
+    def failing_once(**kwargs):
+        if kwargs["speaker"] == "user" and failures["left"]:
+            failures["left"] -= 1
+            raise DatabaseError("database is locked")
+        return real(**kwargs)
+
+    monkeypatch.setattr(turn, "archive_message", failing_once)
+    monkeypatch.setattr(turn, "SAVE_RETRY_SECONDS", [0.05, 0.05])
+    llm_server.script(Turn(chunks=["我在，", "still here 🌱"]))
+    chat = await connect(user)
+
+    frames = await chat.say("你好 hello", mid=new_mid(1))
+
+    assert "could not be saved yet" in frames[0] and "saving is retried" in frames[0]
+    assert "still here 🌱" in frames[-1] and "Not saved yet" in frames[-1]
+    saved = await chat.ws.receive_from(timeout=5)
+    assert "saved now" in saved
+    assert [(r[1], r[2]) for r in await rows(profile)] == [("user", "你好 hello"), ("assistant", "我在，still here 🌱")]
+
+
+async def test_an_unsaved_line_that_never_saves_is_named_and_nothing_is_half_stored_a3(connect, user, profile, llm_server, llm_provider, monkeypatch):
+    def failing(**kwargs):
+        raise DatabaseError("disk full")
+
+    monkeypatch.setattr(turn, "archive_message", failing)
+    monkeypatch.setattr(turn, "SAVE_RETRY_SECONDS", [0.01, 0.01])
+    llm_server.script(Turn(chunks=["replying anyway"]))
+    chat = await connect(user)
+
+    frames = await chat.say("hello", mid=new_mid(1))
+
+    assert "replying anyway" in frames[-1]
+    assert "still could not be saved" in await chat.ws.receive_from(timeout=5)
+    assert await rows(profile) == []

@@ -4,7 +4,8 @@ import pytest
 
 from previously.llm import ProviderError, get_provider, reset_provider
 from previously.llm.offline import Offline
-from previously.llm.openai_compat import OpenAICompatible
+from previously.llm.openai_compat import OpenAICompatible, Timeouts
+from previously.tunables import TUNABLES
 from tests.llm_server import Turn
 
 
@@ -82,3 +83,56 @@ def test_a_local_ollama_is_used_when_it_answers(settings, monkeypatch, llm_serve
         assert isinstance(provider, OpenAICompatible) and provider.model == "fake-model"
     finally:
         reset_provider(None)
+
+
+# --- timeouts per use (issue 19): a slow local CPU model must not hit a fixed 60 s wall ---
+
+
+def provider_with(llm_server, **seconds):
+    return OpenAICompatible(base_url=llm_server.base_url, api_key="", model="fake-model", timeouts=Timeouts(**seconds))
+
+
+async def test_the_chat_waits_for_the_first_token_only_as_long_as_configured(llm_server):
+    llm_server.script(Turn(delay=1.0, chunks=["late"]))
+    provider = provider_with(llm_server, first_token=0.3, stream=30)
+    with pytest.raises(ProviderError, match=r"nothing within 0.3 s \(PREVIOUSLY_LLM_FIRST_TOKEN_SECONDS\)"):
+        await collect(provider, [{"role": "user", "content": "hi"}])
+
+
+async def test_a_slow_first_token_within_its_timeout_is_a_normal_reply(llm_server):
+    llm_server.script(Turn(delay=0.4, chunks=["slow ", "but fine"]))
+    provider = provider_with(llm_server, first_token=5, stream=30)
+    assert await collect(provider, [{"role": "user", "content": "hi"}]) == ["slow ", "but fine"]
+
+
+async def test_the_whole_stream_has_its_own_timeout(llm_server):
+    llm_server.script(Turn(delay=1.0, chunks=["late"]))
+    provider = provider_with(llm_server, first_token=30, stream=0.3)
+    with pytest.raises(ProviderError, match=r"0.3 s \(PREVIOUSLY_LLM_STREAM_SECONDS\)"):
+        await collect(provider, [{"role": "user", "content": "hi"}])
+
+
+def test_an_agent_call_times_out_at_its_own_setting_and_says_which(llm_server):
+    llm_server.script(Turn(delay=1.0, tool_calls=[("finish", {"summary": "x"})]))
+    provider = provider_with(llm_server, agent_call=0.3)
+    with pytest.raises(ProviderError, match=r"timed out after 0.3 s \(PREVIOUSLY_AGENT_CALL_SECONDS\)"):
+        provider.complete([{"role": "user", "content": "hi"}], tools=[])
+    assert len(llm_server.requests) == 1  # not retried by the SDK: the run's own retry covers it
+
+
+def test_the_configured_provider_takes_the_timeouts_from_the_tunables(settings, llm_server):
+    settings.PREVIOUSLY_LLM_BASE_URL = llm_server.base_url
+    settings.PREVIOUSLY_LLM_FIRST_TOKEN_SECONDS = 7
+    settings.PREVIOUSLY_LLM_STREAM_SECONDS = 70
+    settings.PREVIOUSLY_AGENT_CALL_SECONDS = 700
+    reset_provider(None)
+    try:
+        provider = get_provider()
+    finally:
+        reset_provider(None)
+    assert (provider.timeouts.first_token, provider.timeouts.stream, provider.timeouts.agent_call) == (7, 70, 700)
+
+
+def test_the_default_timeouts_suit_a_local_cpu_model():
+    assert TUNABLES["PREVIOUSLY_LLM_FIRST_TOKEN_SECONDS"].default >= 120
+    assert TUNABLES["PREVIOUSLY_AGENT_CALL_SECONDS"].default >= 300

@@ -74,3 +74,14 @@ def test_another_users_timeline_and_slices_are_invisible(client, profile):
     assert client.get(reverse("slice", args=[s.key])).status_code == 404
     assert client.get(reverse("timeline"), {"profile": "owner"}).status_code == 200  # the stranger's own
     assert Slice.objects.count() == 1
+
+
+def test_a_run_that_changed_experiences_only_shows_them_as_a_memory_change(logged_in, profile):
+    s = make_slice(profile, lines=[("user", "We moved to Lisbon 🇵🇹")])
+    EvolutionRun.objects.create(
+        profile=profile, slice=s, trigger="slice_close", status="changed", summary="Experiences: 1 invalidated.",
+        diff="experiences:\n- exp_1_a no longer true since 2026-08-10: Home: Berlin — lives in Berlin",
+    )
+    html = logged_in.get(reverse("timeline")).content.decode()
+    assert "Memory changed:" in html and "Card changed:" not in html
+    assert "no longer true since 2026-08-10: Home: Berlin" in html
