@@ -83,3 +83,14 @@ def local_clock(instant: datetime, tz_name: str | None = None, local_time: str |
     """The server instant `instant` on the user's clock; the server clock stays authoritative."""
     zone, name = resolve_zone(tz_name, local_time)
     return LocalClock(local=instant.astimezone(zone), tz_name=name)
+
+
+def is_zone(tz_name: str | None) -> bool:
+    """Whether the name is an IANA zone this server knows ("Asia/Shanghai", "UTC")."""
+    if not tz_name:
+        return False
+    try:
+        ZoneInfo(tz_name)
+    except (ZoneInfoNotFoundError, ValueError):
+        return False
+    return True

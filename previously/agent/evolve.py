@@ -30,8 +30,8 @@ from memory.models import EvolutionRun, Profile, Slice
 from previously.agent import tools
 from previously.agent.analyzer import worth_evolving
 from previously.agent.events import emit
-from previously.llm import Provider, ProviderError, get_provider
-from previously.llm.select import agent_model
+from previously.llm import Provider, ProviderError
+from previously.llm.select import agent_model, provider_for
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +122,7 @@ def execute_run(run_id: int, *, provider: Provider | None = None) -> EvolutionRu
     run = EvolutionRun.objects.select_related("profile", "slice").get(pk=run_id)
     if not claimed:
         return run
-    provider = provider or get_provider()
+    provider = provider or provider_for(run.profile)
     if provider.offline:
         return skip_run(run, NO_MODEL)
     if run.trigger == EvolutionRun.Trigger.SLICE_CLOSE and run.slice is not None:
@@ -134,7 +134,7 @@ def execute_run(run_id: int, *, provider: Provider | None = None) -> EvolutionRu
             return skip_run(run, NOTHING_WORTH_KEEPING)
     row = live_card(run.profile)
     run.attempts += 1
-    run.model_name = agent_model()
+    run.model_name = agent_model(run.profile)
     run.card_before = row.text
     run.save(update_fields=["attempts", "model_name", "card_before"])
     emit(run, "started", trigger=run.trigger, note=_note(run))
@@ -197,7 +197,7 @@ def _loop(run: EvolutionRun, ctx: tools.Context, provider: Provider) -> int:
         {"role": "user", "content": briefing(run, ctx.card)},
     ]
     offered = tools.schemas()
-    model = agent_model()
+    model = agent_model(run.profile)
     limit = max_steps()
     for step in range(1, limit + 1):
         completion = provider.complete(messages, tools=offered, model=model)
