@@ -11,7 +11,7 @@ def zone_from_latest_slice(apps, schema_editor):
     Slice = apps.get_model("memory", "Slice")
     for profile in Profile.objects.filter(tz=""):
         tz = (
-            Slice.objects.filter(profile=profile).exclude(tz="UTC").exclude(tz__startswith="UTC")
+            Slice.objects.filter(profile=profile).exclude(tz="UTC").exclude(tz="")
             .order_by("-started_at").values_list("tz", flat=True).first()
         )
         if tz:

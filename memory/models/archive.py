@@ -9,7 +9,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import connections, models
 from django.db.models import Q
-from django.utils.translation import gettext_lazy as _
+from django.utils.translation import gettext, gettext_lazy as _
 
 from memory.models.base import ProfileScopedQuerySet, choices_check
 
@@ -114,7 +114,11 @@ class Profile(models.Model):
 
     @property
     def display_name(self) -> str:
-        return self.name or self.key
+        """The companion's name; unnamed, the default profile reads "Your companion" (its key,
+        "owner", would read as the person), any other its key."""
+        if self.name:
+            return self.name
+        return gettext("Your companion") if self.key == DEFAULT_PROFILE_KEY else self.key
 
     @property
     def proactive_hours(self) -> str | None:

@@ -3,11 +3,9 @@ browser last sent with a message, kept on the profile when a slice opens — the
 that names slices — activated for the request, so `{{ when|date }}`, `|time` and the
 template filters all speak it."""
 
-from zoneinfo import ZoneInfo
-
 from django.utils import timezone
 
-from memory.clock import is_zone
+from memory.clock import is_zone, zone_named
 from memory.models import Profile
 from memory.models.archive import DEFAULT_PROFILE_KEY
 from previously.pages.current_profile import SESSION_KEY
@@ -36,7 +34,7 @@ class PersonZoneMiddleware:
     def __call__(self, request):
         tz = person_zone(request)
         if tz:
-            timezone.activate(ZoneInfo(tz))
+            timezone.activate(zone_named(tz))
         else:
             timezone.deactivate()
         try:
