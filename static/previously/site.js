@@ -32,7 +32,6 @@
     }
   }
 
-  root.classList.remove("no-js");
   root.classList.add("js");
   apply();
   if (media && media.addEventListener) media.addEventListener("change", apply);
