@@ -3,8 +3,8 @@
 import re
 
 from django import template
-from django.utils.html import escape
 from django.utils import timezone
+from django.utils.html import escape
 from django.utils.safestring import mark_safe
 
 from memory.clock import zone_named

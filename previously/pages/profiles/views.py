@@ -17,7 +17,11 @@ from memory.models import Profile
 from previously.llm import get_provider
 from previously.llm.select import agent_model, offered_models
 from previously.pages.current_profile import SESSION_KEY, current_profile
-from previously.pages.profiles.forms import CompanionSettingsForm, ProfileCreateForm, ProfileDeleteForm
+from previously.pages.profiles.forms import (
+    CompanionSettingsForm,
+    ProfileCreateForm,
+    ProfileDeleteForm,
+)
 
 
 def _own(request, key: str) -> Profile:
