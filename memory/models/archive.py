@@ -143,10 +143,10 @@ class SliceQuerySet(ProfileScopedQuerySet):
 
 
 class SliceCloseReason(models.TextChoices):
-    GAP = "gap", "idle gap"
-    NEW_CONVERSATION = "new_conversation", "new conversation"
-    IDLE_CHECK = "idle_check", "periodic idle check"
-    IMPORT = "import", "imported"
+    GAP = "gap", _("idle gap")
+    NEW_CONVERSATION = "new_conversation", _("new conversation")
+    IDLE_CHECK = "idle_check", _("periodic idle check")
+    IMPORT = "import", _("imported")
 
 
 class Slice(models.Model):
@@ -205,9 +205,9 @@ class Slice(models.Model):
 
 
 class SliceLogEntryKind(models.TextChoices):
-    ANALYZER = "analyzer", "analyzer verdict"
-    EVOLUTION = "evolution", "evolution event"
-    NOTE = "note", "note"
+    ANALYZER = "analyzer", _("analyzer verdict")
+    EVOLUTION = "evolution", _("evolution event")
+    NOTE = "note", _("note")
 
 
 class SliceLogEntry(models.Model):
@@ -286,9 +286,9 @@ class MessageManager(models.Manager.from_queryset(MessageQuerySet)):
 
 
 class MessageSpeaker(models.TextChoices):
-    USER = "user", "user"
-    ASSISTANT = "assistant", "assistant"
-    SYSTEM = "system", "system"
+    USER = "user", _("user")
+    ASSISTANT = "assistant", _("assistant")
+    SYSTEM = "system", _("system")
 
 
 class MessageType(models.TextChoices):
@@ -299,8 +299,8 @@ class MessageType(models.TextChoices):
 
 
 class MessageStatus(models.TextChoices):
-    COMPLETE = "complete", "complete"
-    FAILED = "failed", "failed (partial reply)"
+    COMPLETE = "complete", _("complete")
+    FAILED = "failed", _("failed (partial reply)")
 
 
 class Message(models.Model):
