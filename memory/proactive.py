@@ -53,7 +53,10 @@ def horizon_subject(item: HorizonItem) -> str:
 
 
 def user_tz(profile: Profile) -> str:
-    """The user's time zone as last seen (their latest slice), else UTC."""
+    """The person's zone as kept on the profile (settings page, or the browser's at the last
+    slice opening), else as their latest slice saw it, else UTC."""
+    if profile.tz:
+        return profile.tz
     tz = Slice.objects.for_profile(profile).order_by("-started_at").values_list("tz", flat=True).first()
     return tz or "UTC"
 

@@ -49,6 +49,7 @@ class CompanionSettingsForm(ProfileEditForm):
             **ProfileEditForm.Meta.help_texts,
             "temperature": _("0 to 2; lower is steadier, higher more varied. Empty: the model server’s default."),
             "quiet_from": _("From this hour to the “until” hour (your time) the companion does not write first."),
+            "quiet_until": _("Neither set: the server’s hours apply."),
             "tz": _("An IANA name such as Asia/Shanghai or Europe/Berlin; the chat keeps it up to date."),
         }
 
