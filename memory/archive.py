@@ -9,7 +9,7 @@ from django.conf import settings
 from django.db import IntegrityError, OperationalError, connection, transaction
 from django.utils import timezone
 
-from memory.clock import local_clock
+from memory.clock import is_zone, local_clock
 from memory.hashing import content_hash
 from memory.models import Message, Profile, Slice
 from memory.recall.index import index_messages
@@ -160,6 +160,16 @@ def open_slice(*, profile: Profile, started_at: datetime, clock) -> Slice:
     while key in taken:
         start += timedelta(minutes=1)
         key = start.strftime("%Y-%m-%d-%H%M")
+    remember_zone(profile, clock.tz_name)
     return Slice.objects.create(
         profile=profile, key=key, started_at=started_at, last_message_at=started_at, tz=clock.tz_name
     )
+
+
+def remember_zone(profile: Profile, tz_name: str) -> None:
+    """Keep the person's IANA zone on the profile (the pages show every time in it), as the
+    browser sent it when a slice opens; UTC fallbacks and bare offsets do not replace a zone."""
+    if not tz_name or tz_name == "UTC" or tz_name == profile.tz or not is_zone(tz_name):
+        return
+    Profile.objects.filter(pk=profile.pk).update(tz=tz_name)
+    profile.tz = tz_name

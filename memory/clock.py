@@ -1,5 +1,6 @@
 """The user's local clock (SPEC R7): normalise what the browser sends, name the period of day."""
 
+import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -54,13 +55,33 @@ class LocalClock:
         return period_of(self.local.hour)
 
 
+OFFSET_NAME_RE = re.compile(r"^UTC([+-])(\d{2}):(\d{2})$")
+
+
+def zone_named(tz_name: str | None):
+    """The zone a stored name means: an IANA name, or a fixed offset as `_offset_name` spells
+    it ("UTC+08:00", what a slice keeps when the browser sent only its local time); else None."""
+    if not tz_name:
+        return None
+    match = OFFSET_NAME_RE.match(tz_name)
+    if match:
+        sign, hours, minutes = match.groups()
+        offset = timedelta(hours=int(hours), minutes=int(minutes))
+        if offset >= timedelta(hours=24):
+            return None
+        return timezone(-offset if sign == "-" else offset)
+    try:
+        return ZoneInfo(tz_name)
+    except (ZoneInfoNotFoundError, ValueError):
+        return None
+
+
 def resolve_zone(tz_name: str | None, local_time: str | None = None):
-    """An IANA zone when the name is valid, else the offset of the browser's local ISO time, else UTC."""
-    if tz_name:
-        try:
-            return ZoneInfo(tz_name), tz_name
-        except (ZoneInfoNotFoundError, ValueError):
-            pass
+    """An IANA zone (or a stored offset name) when the name is valid, else the offset of the
+    browser's local ISO time, else UTC."""
+    zone = zone_named(tz_name)
+    if zone is not None:
+        return zone, tz_name
     if local_time:
         try:
             parsed = datetime.fromisoformat(local_time)
@@ -83,3 +104,8 @@ def local_clock(instant: datetime, tz_name: str | None = None, local_time: str |
     """The server instant `instant` on the user's clock; the server clock stays authoritative."""
     zone, name = resolve_zone(tz_name, local_time)
     return LocalClock(local=instant.astimezone(zone), tz_name=name)
+
+
+def is_zone(tz_name: str | None) -> bool:
+    """Whether the name is a zone this server knows ("Asia/Shanghai", "UTC", "UTC+08:00")."""
+    return zone_named(tz_name) is not None

@@ -53,7 +53,10 @@ def horizon_subject(item: HorizonItem) -> str:
 
 
 def user_tz(profile: Profile) -> str:
-    """The user's time zone as last seen (their latest slice), else UTC."""
+    """The person's zone as kept on the profile (settings page, or the browser's at the last
+    slice opening), else as their latest slice saw it, else UTC."""
+    if profile.tz:
+        return profile.tz
     tz = Slice.objects.for_profile(profile).order_by("-started_at").values_list("tz", flat=True).first()
     return tz or "UTC"
 
@@ -102,9 +105,10 @@ def in_conversation(profile: Profile, now: datetime) -> bool:
     return Slice.objects.for_profile(profile).open().filter(last_message_at__gte=now - slice_gap()).exists()
 
 
-def quiet_hours(local: datetime) -> bool:
-    """Outside PREVIOUSLY_PROACTIVE_HOURS ("8-22": 08:00 to 21:59 local) nobody is written to."""
-    spec = (settings.PREVIOUSLY_PROACTIVE_HOURS or "").strip()
+def quiet_hours(local: datetime, hours: str | None = None) -> bool:
+    """Outside the allowed hours ("8-22": 08:00 to 21:59 local) nobody is written to: the
+    profile's own (`hours`, from its quiet hours), else PREVIOUSLY_PROACTIVE_HOURS."""
+    spec = (hours or settings.PREVIOUSLY_PROACTIVE_HOURS or "").strip()
     if not spec:
         return False
     start, _, end = spec.partition("-")
@@ -122,7 +126,7 @@ def refusal(profile: Profile, *, now: datetime, local: datetime, present: bool =
     user has just opened the chat, so quiet hours do not apply."""
     if not profile.proactive_enabled:
         return "switched off"
-    if not present and quiet_hours(local):
+    if not present and quiet_hours(local, profile.proactive_hours):
         return "quiet hours"
     if in_conversation(profile, now):
         return "mid-conversation"

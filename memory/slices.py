@@ -5,6 +5,7 @@ from datetime import datetime
 
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import override
 
 from memory.archive import slice_gap
 from memory.card.store import snapshot_slice
@@ -20,16 +21,22 @@ def close_slice(slice_: Slice, *, reason: str, at: datetime | None = None) -> bo
         locked.close(reason=reason, at=at)
         slice_.ended_at, slice_.close_reason = locked.ended_at, locked.close_reason
         snapshot_slice(locked)
-        log(locked, SliceLogEntry.Kind.NOTE, f"slice closed ({locked.get_close_reason_display()})",
+        log(locked, SliceLogEntry.Kind.NOTE, _closed_note(locked),
             event="closed", reason=reason)
     return True
+
+
+def _closed_note(slice_: Slice) -> str:
+    """The log's note, in English whatever page closed the slice (the labels are translated)."""
+    with override("en"):
+        return f"slice closed ({slice_.get_close_reason_display()})"
 
 
 def on_closed(slice_: Slice) -> None:
     """Bookkeeping for a slice that `archive_message` closed by the idle gap: its snapshot."""
     if not CardSnapshot.objects.filter(slice=slice_).exists():
         snapshot_slice(slice_)
-    log(slice_, SliceLogEntry.Kind.NOTE, f"slice closed ({slice_.get_close_reason_display()})",
+    log(slice_, SliceLogEntry.Kind.NOTE, _closed_note(slice_),
         event="closed", reason=slice_.close_reason)
 
 

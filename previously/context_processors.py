@@ -31,7 +31,7 @@ SECTIONS = {
     "beliefs": "beliefs",
     "card": "beliefs",
     "profiles": "profiles",
-    "profile_edit": "profiles",
+    "profile_edit": "settings",
     "profile_delete": "profiles",
     "data": "data",
     "data_import_preview": "data",

@@ -28,8 +28,10 @@ class Turn:
 
 
 class FakeLLMServer:
-    def __init__(self, default: Turn | None = None):
+    def __init__(self, default: Turn | None = None, models: list[str] | None = ("fake-model",)):
         self.turns: deque[Turn] = deque()
+        # What GET /models lists; None answers 404, as endpoints that list no models do.
+        self.models = None if models is None else list(models)
         self.requests: list[dict] = []
         self.default = default or Turn(chunks=["Hello", " there", "!"])
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -67,8 +69,8 @@ class FakeLLMServer:
                 pass
 
             def do_GET(self):
-                if self.path.rstrip("/").endswith("/models"):
-                    self._json(200, {"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
+                if self.path.rstrip("/").endswith("/models") and server.models is not None:
+                    self._json(200, {"object": "list", "data": [{"id": m, "object": "model"} for m in server.models]})
                 else:
                     self._json(404, {"error": {"message": "not found"}})
 

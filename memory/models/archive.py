@@ -6,9 +6,10 @@ from collections.abc import Sequence
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.core.validators import RegexValidator
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import connections, models
 from django.db.models import Q
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from memory.models.base import ProfileScopedQuerySet, choices_check
@@ -50,17 +51,20 @@ class ProfileQuerySet(models.QuerySet):
 
 class ProfileManager(models.Manager.from_queryset(ProfileQuerySet)):
     def reread(self, profile: "Profile") -> "Profile":
-        """A copy of `profile` with the fields a prompt reads (name, persona, language) as stored now.
+        """A copy of `profile` with the fields a prompt reads (name, persona, language, and the
+        model and temperature of its companion settings) as stored now.
 
         Plain SQL: one primary-key read, on every turn, where the ORM's query building cost
         ten times the read itself (BENCH §2)."""
         with connections[self.db].cursor() as cursor:
-            cursor.execute("SELECT name, persona, language FROM memory_profile WHERE id = %s", [profile.pk])
+            cursor.execute(
+                "SELECT name, persona, language, model, temperature FROM memory_profile WHERE id = %s", [profile.pk]
+            )
             row = cursor.fetchone()
         if row is None:
             raise Profile.DoesNotExist(f"profile {profile.pk} is gone")
         fresh = copy.copy(profile)
-        fresh.name, fresh.persona, fresh.language = row
+        fresh.name, fresh.persona, fresh.language, fresh.model, fresh.temperature = row
         return fresh
 
 
@@ -77,6 +81,19 @@ class Profile(models.Model):
     persona = models.TextField(blank=True, help_text=_("The identity constitution."), verbose_name=_("persona"))
     language = models.CharField(max_length=2, choices=Language.choices, default=Language.ZH, verbose_name=_("language"))
     proactive_enabled = models.BooleanField(default=True, verbose_name=_("proactive enabled"))
+    # Companion settings (issue 17 point 8): empty / NULL means "the environment's".
+    model = models.CharField(max_length=200, blank=True, verbose_name=_("model"))
+    temperature = models.FloatField(
+        null=True, blank=True, validators=[MinValueValidator(0.0), MaxValueValidator(2.0)], verbose_name=_("temperature")
+    )
+    quiet_from = models.PositiveSmallIntegerField(
+        null=True, blank=True, validators=[MaxValueValidator(23)], verbose_name=_("quiet from")
+    )
+    quiet_until = models.PositiveSmallIntegerField(
+        null=True, blank=True, validators=[MaxValueValidator(23)], verbose_name=_("quiet until")
+    )
+    # The person's IANA time zone as the browser last sent it (R7); every page shows times in it.
+    tz = models.CharField(max_length=64, blank=True, verbose_name=_("time zone"))
     created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))
 
     objects = ProfileManager()
@@ -98,7 +115,19 @@ class Profile(models.Model):
 
     @property
     def display_name(self) -> str:
-        return self.name or self.key
+        """The companion's name; unnamed, the default profile reads "Your companion" (its key,
+        "owner", would read as the person), any other its key."""
+        if self.name:
+            return self.name
+        return gettext("Your companion") if self.key == DEFAULT_PROFILE_KEY else self.key
+
+    @property
+    def proactive_hours(self) -> str | None:
+        """The hours the companion may write first, as PREVIOUSLY_PROACTIVE_HOURS spells them
+        ("8-22"), from this profile's quiet hours; None when it has none of its own."""
+        if self.quiet_from is None or self.quiet_until is None or self.quiet_from == self.quiet_until:
+            return None
+        return f"{self.quiet_until}-{self.quiet_from}"
 
 
 class SliceQuerySet(ProfileScopedQuerySet):
@@ -114,10 +143,10 @@ class SliceQuerySet(ProfileScopedQuerySet):
 
 
 class SliceCloseReason(models.TextChoices):
-    GAP = "gap", "idle gap"
-    NEW_CONVERSATION = "new_conversation", "new conversation"
-    IDLE_CHECK = "idle_check", "periodic idle check"
-    IMPORT = "import", "imported"
+    GAP = "gap", _("idle gap")
+    NEW_CONVERSATION = "new_conversation", _("new conversation")
+    IDLE_CHECK = "idle_check", _("periodic idle check")
+    IMPORT = "import", _("imported")
 
 
 class Slice(models.Model):
@@ -176,9 +205,9 @@ class Slice(models.Model):
 
 
 class SliceLogEntryKind(models.TextChoices):
-    ANALYZER = "analyzer", "analyzer verdict"
-    EVOLUTION = "evolution", "evolution event"
-    NOTE = "note", "note"
+    ANALYZER = "analyzer", _("analyzer verdict")
+    EVOLUTION = "evolution", _("evolution event")
+    NOTE = "note", _("note")
 
 
 class SliceLogEntry(models.Model):
@@ -257,9 +286,9 @@ class MessageManager(models.Manager.from_queryset(MessageQuerySet)):
 
 
 class MessageSpeaker(models.TextChoices):
-    USER = "user", "user"
-    ASSISTANT = "assistant", "assistant"
-    SYSTEM = "system", "system"
+    USER = "user", _("user")
+    ASSISTANT = "assistant", _("assistant")
+    SYSTEM = "system", _("system")
 
 
 class MessageType(models.TextChoices):
@@ -270,8 +299,8 @@ class MessageType(models.TextChoices):
 
 
 class MessageStatus(models.TextChoices):
-    COMPLETE = "complete", "complete"
-    FAILED = "failed", "failed (partial reply)"
+    COMPLETE = "complete", _("complete")
+    FAILED = "failed", _("failed (partial reply)")
 
 
 class Message(models.Model):

@@ -49,19 +49,19 @@ class CardSnapshot(models.Model):
 
 
 class EvolutionRunTrigger(models.TextChoices):
-    SLICE_CLOSE = "slice_close", "slice close"
-    EXPLICIT = "explicit", "explicit request"
-    MIGRATION = "migration", "format migration"
-    MANUAL = "manual", "manual"
+    SLICE_CLOSE = "slice_close", _("slice close")
+    EXPLICIT = "explicit", _("explicit request")
+    MIGRATION = "migration", _("format migration")
+    MANUAL = "manual", _("manual")
 
 
 class EvolutionRunStatus(models.TextChoices):
-    QUEUED = "queued", "queued"
-    RUNNING = "running", "running"
-    CHANGED = "changed", "changed"
-    UNCHANGED = "unchanged", "unchanged"
-    SKIPPED = "skipped", "skipped"
-    FAILED = "failed", "failed"
+    QUEUED = "queued", _("queued")
+    RUNNING = "running", _("running")
+    CHANGED = "changed", _("changed")
+    UNCHANGED = "unchanged", _("unchanged")
+    SKIPPED = "skipped", _("skipped")
+    FAILED = "failed", _("failed")
 
 
 class EvolutionRun(models.Model):

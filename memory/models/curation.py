@@ -10,9 +10,9 @@ from memory.models.base import ProfileScopedQuerySet, choices_check
 
 
 class HighlightSource(models.TextChoices):
-    USER = "user", "user favourite"
-    ASSISTANT = "assistant", "companion [[fav:]] marker"
-    IMPORT = "import", "legacy import"
+    USER = "user", _("user favourite")
+    ASSISTANT = "assistant", _("companion [[fav:]] marker")
+    IMPORT = "import", _("legacy import")
 
 
 class HighlightQuerySet(ProfileScopedQuerySet):
@@ -160,15 +160,15 @@ class ExperienceQuerySet(ProfileScopedQuerySet):
 
 
 class ExperienceStatus(models.TextChoices):
-    ACTIVE = "active", "confirmed"
-    CANDIDATE = "candidate", "candidate"
-    REJECTED = "rejected", "rejected"
+    ACTIVE = "active", _("confirmed")
+    CANDIDATE = "candidate", _("candidate")
+    REJECTED = "rejected", _("rejected")
 
 
 class ExperienceTimeCertainty(models.TextChoices):
-    EXACT = "exact", "exact"
-    APPROXIMATE = "approximate", "approximate"
-    UNKNOWN = "unknown", "unknown"
+    EXACT = "exact", _("exact")
+    APPROXIMATE = "approximate", _("approximate")
+    UNKNOWN = "unknown", _("unknown")
 
 
 class Experience(models.Model):
@@ -387,11 +387,11 @@ class ExperienceSource(models.Model):
 
 
 class ExperienceHistoryActor(models.TextChoices):
-    USER = "user", "user"
-    ADMIN = "admin", "admin"
-    AGENT = "agent", "agent"
-    IMPORT = "import", "import"
-    SYSTEM = "system", "system"
+    USER = "user", _("user")
+    ADMIN = "admin", _("admin")
+    AGENT = "agent", _("agent")
+    IMPORT = "import", _("import")
+    SYSTEM = "system", _("system")
 
 
 class ExperienceHistory(models.Model):
@@ -430,11 +430,11 @@ class ExperienceHistory(models.Model):
 
 
 class RelationType(models.TextChoices):
-    RELATED = "related", "related"
-    CAUSES = "causes", "causes"
-    FOLLOWS = "follows", "follows"
-    CONTRADICTS = "contradicts", "contradicts"
-    PART_OF = "part_of", "part of"
+    RELATED = "related", _("related")
+    CAUSES = "causes", _("causes")
+    FOLLOWS = "follows", _("follows")
+    CONTRADICTS = "contradicts", _("contradicts")
+    PART_OF = "part_of", _("part of")
 
 
 class RelationQuerySet(ProfileScopedQuerySet):

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 
 from django.template.loader import render_to_string
 from django.utils import timezone
+from django.utils.translation import override
 
 from memory.models import EvolutionRun, SliceLogEntry
 from previously.i18n import for_profile
@@ -67,7 +68,8 @@ PARTIALS = ("started", "tool", "review", "finished", "skipped", "failed")
 
 def _summary(run: EvolutionRun, event: str, data: dict) -> str:
     if event == "started":
-        return f"evolution run {run.pk} started ({run.get_trigger_display()})"
+        with override("en"):  # the stored summary stays English; the labels are translated
+            return f"evolution run {run.pk} started ({run.get_trigger_display()})"
     if event == "tool":
         verdict = "accepted" if data.get("accepted") else "refused"
         return f"{data.get('tool')} {verdict}: {data.get('result', '')}"

@@ -32,8 +32,8 @@ from memory.recall import experiences_for_review
 from previously.agent import tools
 from previously.agent.analyzer import worth_evolving
 from previously.agent.events import emit
-from previously.llm import Provider, ProviderError, get_provider
-from previously.llm.select import agent_model
+from previously.llm import Provider, ProviderError
+from previously.llm.select import agent_model, provider_for
 
 log = logging.getLogger(__name__)
 
@@ -140,7 +140,7 @@ def execute_run(run_id: int, *, provider: Provider | None = None) -> EvolutionRu
     run = EvolutionRun.objects.select_related("profile", "slice").get(pk=run_id)
     if not claimed:
         return run
-    provider = provider or get_provider()
+    provider = provider or provider_for(run.profile)
     if provider.offline:
         return skip_run(run, NO_MODEL)
     if run.trigger == EvolutionRun.Trigger.SLICE_CLOSE and run.slice is not None:
@@ -152,7 +152,7 @@ def execute_run(run_id: int, *, provider: Provider | None = None) -> EvolutionRu
             return skip_run(run, NOTHING_WORTH_KEEPING)
     row = live_card(run.profile)
     run.attempts += 1
-    run.model_name = agent_model()
+    run.model_name = agent_model(run.profile)
     run.card_before = row.text
     run.save(update_fields=["attempts", "model_name", "card_before"])
     emit(run, "started", trigger=run.trigger, note=_note(run))
@@ -307,7 +307,7 @@ def _loop(
         {"role": "user", "content": briefing(run, ctx.card)},
     ]
     offered = tools.schemas(ctx.offered)
-    model = agent_model()
+    model = agent_model(run.profile)
     limit = max_steps()
     for step in range(1, limit + 1):
         if time.monotonic() > deadline:

@@ -32,6 +32,7 @@ from previously.chat import markers, prompt
 from previously.chat.turn import assistant_mid
 from previously.i18n import for_profile
 from previously.llm import ProviderError, get_provider
+from previously.llm.select import provider_for
 from previously.push import push
 
 log = logging.getLogger(__name__)
@@ -180,7 +181,7 @@ def _return_instruction(profile: Profile, gap: timedelta, *, tz: str, now: datet
 
 def _generate(profile: Profile, instruction: str) -> str:
     """The model's text for a proactive message, or "" offline or when the model fails."""
-    provider = get_provider()
+    provider = provider_for(profile)
     if provider.offline:
         return ""
     w = prompt.words_for(profile)

@@ -33,6 +33,7 @@ from previously.chat import markers, prompt
 from previously.chat.db import db_call
 from previously.i18n import for_profile
 from previously.llm import ProviderError, get_provider
+from previously.llm.select import provider_for
 from previously.push import apush
 
 log = logging.getLogger(__name__)
@@ -343,6 +344,7 @@ async def reply_to(
         profile, user_message, local_time=local_time, images=getattr(provider, "supports_images", False)
     )
     lang = prepared.profile.language
+    provider = provider_for(prepared.profile)  # the companion's own model and temperature (issue 17)
     await send(render("reply_start", umid=umid, lang=lang, offline=provider.offline))
     cleaner = markers.StreamCleaner()
     error = ""

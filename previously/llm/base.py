@@ -40,12 +40,17 @@ class Provider(Protocol):
     offline: bool
     supports_images: bool
 
-    def astream(self, messages: list[dict], *, timeout: float | None = None) -> AsyncIterator[str]:
-        """Yield the reply's text as it arrives; raise ProviderError on failure."""
+    def astream(
+        self, messages: list[dict], *, timeout: float | None = None, model: str | None = None,
+        temperature: float | None = None,
+    ) -> AsyncIterator[str]:
+        """Yield the reply's text as it arrives; raise ProviderError on failure. `model` and
+        `temperature` override the provider's own (a companion's settings)."""
         ...
 
     def complete(
-        self, messages: list[dict], *, tools: list[dict] | None = None, model: str | None = None
+        self, messages: list[dict], *, tools: list[dict] | None = None, model: str | None = None,
+        temperature: float | None = None,
     ) -> Completion:
         """One non-streamed completion, with tool calls when `tools` are offered."""
         ...

@@ -11,9 +11,15 @@ class Offline:
     offline = True
     supports_images = False
 
-    async def astream(self, messages: list[dict], *, timeout: float | None = None) -> AsyncIterator[str]:
+    async def astream(
+        self, messages: list[dict], *, timeout: float | None = None, model: str | None = None,
+        temperature: float | None = None,
+    ) -> AsyncIterator[str]:
         raise ProviderError("no model configured")
         yield ""  # pragma: no cover - makes this an async generator
 
-    def complete(self, messages: list[dict], *, tools: list[dict] | None = None, model: str | None = None) -> Completion:
+    def complete(
+        self, messages: list[dict], *, tools: list[dict] | None = None, model: str | None = None,
+        temperature: float | None = None,
+    ) -> Completion:
         raise ProviderError("no model configured")

@@ -40,17 +40,21 @@ class OpenAICompatible:
         # No retry: a timed-out agent call retried would double the wait; the run's own retry covers it.
         self._sync = openai.OpenAI(base_url=self.base_url, api_key=key, max_retries=0, timeout=agent_timeout)
 
-    async def astream(self, messages: list[dict], *, timeout: float | None = None) -> AsyncIterator[str]:
+    async def astream(
+        self, messages: list[dict], *, timeout: float | None = None, model: str | None = None,
+        temperature: float | None = None,
+    ) -> AsyncIterator[str]:
         """The reply as it arrives: the first words within `timeout` (default: the first-token
         timeout), the whole reply within the stream timeout."""
         first_token = timeout or self.timeouts.first_token
         deadline = time.monotonic() + self.timeouts.stream
+        extra = {} if temperature is None else {"temperature": temperature}
         stream = None
         try:
             try:
                 async with asyncio.timeout(first_token):
                     stream = await self._async.chat.completions.create(
-                        model=self.model, messages=messages, stream=True
+                        model=model or self.model, messages=messages, stream=True, **extra
                     )
                     chunks = aiter(stream)
                     first = await anext(chunks, None)
@@ -95,8 +99,13 @@ class OpenAICompatible:
             # A server that dies mid-reply just closes the stream; the real end carries a reason.
             raise ProviderError("the model stopped before finishing its reply")
 
-    def complete(self, messages: list[dict], *, tools: list[dict] | None = None, model: str | None = None) -> Completion:
+    def complete(
+        self, messages: list[dict], *, tools: list[dict] | None = None, model: str | None = None,
+        temperature: float | None = None,
+    ) -> Completion:
         kwargs = {"model": model or self.model, "messages": messages}
+        if temperature is not None:
+            kwargs["temperature"] = temperature
         if tools:
             kwargs["tools"] = tools
         try:
@@ -112,6 +121,18 @@ class OpenAICompatible:
             if getattr(c, "function", None) is not None
         ]
         return Completion(content=choice.message.content or "", tool_calls=calls, finish_reason=choice.finish_reason or "stop")
+
+
+def list_models(base_url: str, api_key: str = "", timeout: float = 3.0) -> list[str] | None:
+    """The model ids the endpoint lists (GET /models), sorted; None when it lists none or
+    cannot be asked — the settings page then takes a typed name."""
+    key = api_key or "not-needed"
+    client = openai.OpenAI(base_url=base_url.rstrip("/"), api_key=key, max_retries=0, timeout=timeout)
+    try:
+        ids = sorted({m.id for m in client.models.list() if getattr(m, "id", None)})
+    except (openai.OpenAIError, OSError):
+        return None
+    return ids or None
 
 
 def _describe(exc: Exception, seconds: float = 0, setting: str = "") -> str:

@@ -17,9 +17,14 @@ class Scripted:
         self.replies = deque(replies)  # each: list of chunks, or an Exception to raise
         self.completions = deque(completions)  # each: Completion, or an Exception
         self.requests: list[list[dict]] = []
+        self.options: list[dict] = []  # the model and temperature each request asked for
 
-    async def astream(self, messages: list[dict], *, timeout: float | None = None) -> AsyncIterator[str]:
+    async def astream(
+        self, messages: list[dict], *, timeout: float | None = None, model: str | None = None,
+        temperature: float | None = None,
+    ) -> AsyncIterator[str]:
         self.requests.append(messages)
+        self.options.append({"model": model, "temperature": temperature})
         if not self.replies:
             raise ProviderError("script exhausted")
         reply = self.replies.popleft()
@@ -29,8 +34,12 @@ class Scripted:
             await asyncio.sleep(0)
             yield chunk
 
-    def complete(self, messages: list[dict], *, tools: list[dict] | None = None, model: str | None = None) -> Completion:
+    def complete(
+        self, messages: list[dict], *, tools: list[dict] | None = None, model: str | None = None,
+        temperature: float | None = None,
+    ) -> Completion:
         self.requests.append(messages)
+        self.options.append({"model": model, "temperature": temperature})
         if not self.completions:
             raise ProviderError("script exhausted")
         item = self.completions.popleft()

@@ -1,4 +1,6 @@
-"""Choose the provider once per process: configured endpoint, else local Ollama, else offline."""
+"""Choose the provider once per process: configured endpoint, else local Ollama, else offline;
+and tune it per companion (issue 17 point 8): a profile's own model and temperature, falling
+back to the environment's (PREVIOUSLY_LLM_MODEL, the endpoint's default temperature)."""
 
 import json
 import logging
@@ -8,7 +10,7 @@ from django.conf import settings
 
 from previously.llm.base import Provider
 from previously.llm.offline import Offline
-from previously.llm.openai_compat import OpenAICompatible, Timeouts
+from previously.llm.openai_compat import OpenAICompatible, Timeouts, list_models
 
 log = logging.getLogger(__name__)
 OLLAMA_URL = "http://127.0.0.1:11434/v1"
@@ -67,6 +69,48 @@ def _probe_ollama(timeout: float = 0.5) -> str | None:
     return models[0] if models else None
 
 
-def agent_model() -> str:
-    """The model name for the Previously Agent (defaults to the chat model)."""
-    return settings.PREVIOUSLY_AGENT_MODEL or get_provider().model
+def agent_model(profile=None) -> str:
+    """The model name for the Previously Agent: PREVIOUSLY_AGENT_MODEL, else the companion's
+    chat model, else the environment's."""
+    return settings.PREVIOUSLY_AGENT_MODEL or getattr(profile, "model", "") or get_provider().model
+
+
+class Tuned:
+    """The process's provider with one companion's model and temperature; everything else
+    (name, offline, images) is the provider's own."""
+
+    def __init__(self, base: Provider, *, model: str = "", temperature: float | None = None):
+        self.base = base
+        self.model = model or base.model
+        self.temperature = temperature
+        self.own_model = bool(model)
+
+    def __getattr__(self, name):
+        return getattr(self.base, name)
+
+    def astream(self, messages: list[dict], *, timeout: float | None = None, **_ignored):
+        return self.base.astream(messages, timeout=timeout, model=self.model, temperature=self.temperature)
+
+    def complete(self, messages: list[dict], *, tools: list[dict] | None = None, model: str | None = None, **_ignored):
+        return self.base.complete(messages, tools=tools, model=model or self.model, temperature=self.temperature)
+
+
+def provider_for(profile) -> Provider:
+    """The provider as this companion's settings tune it (read from `profile` as loaded)."""
+    base = get_provider()
+    model = getattr(profile, "model", "") or ""
+    temperature = getattr(profile, "temperature", None)
+    if not model and temperature is None:
+        return base
+    return Tuned(base, model=model, temperature=temperature)
+
+
+def offered_models() -> list[str] | None:
+    """The models the configured endpoint lists, for the settings page; None offline or when
+    the endpoint lists none."""
+    provider = get_provider()
+    base_url = getattr(provider, "base_url", "")
+    if provider.offline or not base_url:
+        return None
+    api_key = settings.PREVIOUSLY_LLM_API_KEY if base_url == settings.PREVIOUSLY_LLM_BASE_URL.rstrip("/") else ""
+    return list_models(base_url, api_key)

@@ -3,10 +3,11 @@
 import re
 
 from django import template
+from django.utils import timezone
 from django.utils.html import escape
 from django.utils.safestring import mark_safe
 
-from memory.clock import local_clock
+from memory.clock import zone_named
 
 register = template.Library()
 
@@ -38,7 +39,8 @@ def mark_terms(text: str, query: str) -> str:
 
 @register.filter
 def local_hm(moment, tz: str) -> str:
-    """A moment on the user's clock in `tz` (a slice's zone), as 'YYYY-MM-DD HH:MM'."""
+    """A moment on the user's clock in `tz` (a slice's zone, the clock that named it), else in
+    the person's zone (the request's active one), as 'YYYY-MM-DD HH:MM'."""
     if moment is None:
         return ""
-    return local_clock(moment, tz or None).local.strftime("%Y-%m-%d %H:%M")
+    return moment.astimezone(zone_named(tz) or timezone.get_current_timezone()).strftime("%Y-%m-%d %H:%M")

@@ -1,8 +1,9 @@
 """Template filters of the chat page."""
 
 from django import template
+from django.utils import timezone
 
-from memory.clock import local_clock
+from memory.clock import zone_named
 from previously import i18n
 
 register = template.Library()
@@ -10,8 +11,10 @@ register = template.Library()
 
 @register.filter
 def local_when(message) -> str:
-    """The message's time on the user's clock when it was said: 'YYYY-MM-DD HH:MM'."""
-    return local_clock(message.created_at, message.tz or None).local.strftime("%Y-%m-%d %H:%M")
+    """The message's time on the user's clock when it was said (the zone the browser sent with
+    it), else in the person's zone: 'YYYY-MM-DD HH:MM'."""
+    zone = zone_named(message.tz) or timezone.get_current_timezone()
+    return message.created_at.astimezone(zone).strftime("%Y-%m-%d %H:%M")
 
 
 @register.filter

@@ -3,41 +3,42 @@
 import re
 
 from django import forms
+from django.utils.translation import gettext_lazy as _
 
 from memory.models import Experience, Relation
 
 
 class ExperienceForm(forms.Form):
-    title = forms.CharField(max_length=300)
-    content = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}))
+    title = forms.CharField(max_length=300, label=_("Title"))
+    content = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), label=_("Content"))
     source_mids = forms.CharField(
-        label="Source message ids",
-        help_text="One or more message ids (c_…/a_…), separated by spaces or commas.",
+        label=_("Source message ids"),
+        help_text=_("One or more message ids (c_…/a_…), separated by spaces or commas."),
     )
     event_time = forms.DateTimeField(
-        required=False, label="When it happened", widget=forms.DateTimeInput(attrs={"type": "datetime-local"})
+        required=False, label=_("When it happened"), widget=forms.DateTimeInput(attrs={"type": "datetime-local"})
     )
-    time_certainty = forms.ChoiceField(choices=Experience.TimeCertainty.choices, initial="unknown")
-    confirm = forms.BooleanField(required=False, initial=True, label="It is true (record it as confirmed)")
+    time_certainty = forms.ChoiceField(choices=Experience.TimeCertainty.choices, initial="unknown", label=_("Time certainty"))
+    confirm = forms.BooleanField(required=False, initial=True, label=_("It is true (record it as confirmed)"))
 
     def clean_source_mids(self):
         return [m for m in re.split(r"[\s,]+", self.cleaned_data["source_mids"]) if m]
 
 
 class ExperienceEditForm(forms.Form):
-    title = forms.CharField(max_length=300)
-    content = forms.CharField(widget=forms.Textarea(attrs={"rows": 4}))
+    title = forms.CharField(max_length=300, label=_("Title"))
+    content = forms.CharField(widget=forms.Textarea(attrs={"rows": 4}), label=_("Content"))
     event_time = forms.DateTimeField(
-        required=False, label="When it happened", widget=forms.DateTimeInput(attrs={"type": "datetime-local"})
+        required=False, label=_("When it happened"), widget=forms.DateTimeInput(attrs={"type": "datetime-local"})
     )
-    time_certainty = forms.ChoiceField(choices=Experience.TimeCertainty.choices)
-    reason = forms.CharField(max_length=500, required=False, label="Why (kept in the history)")
+    time_certainty = forms.ChoiceField(choices=Experience.TimeCertainty.choices, label=_("Time certainty"))
+    reason = forms.CharField(max_length=500, required=False, label=_("Why (kept in the history)"))
 
 
 class RelationForm(forms.Form):
-    from_id = forms.ChoiceField(label="From")
-    type = forms.ChoiceField(choices=Relation.Type.choices, label="Relation")
-    to_id = forms.ChoiceField(label="To")
+    from_id = forms.ChoiceField(label=_("From"))
+    type = forms.ChoiceField(choices=Relation.Type.choices, label=_("Relation"))
+    to_id = forms.ChoiceField(label=_("To"))
 
     def __init__(self, *args, items=(), **kwargs):
         super().__init__(*args, **kwargs)

@@ -3,8 +3,11 @@
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
+from memory.clock import is_zone
 from memory.models import Profile
 from memory.models.archive import PROFILE_KEY_RE
+
+HOURS = [("", _("— none of its own —")), *((h, f"{h:02d}:00") for h in range(24))]
 
 
 class ProfileEditForm(forms.ModelForm):
@@ -24,6 +27,83 @@ class ProfileEditForm(forms.ModelForm):
             "language": _("The companion replies and tells relative times in this language."),
         }
         widgets = {"persona": forms.Textarea(attrs={"rows": 6})}
+
+
+class CompanionSettingsForm(ProfileEditForm):
+    """The companion settings page (issue 17 point 8): who it is, which model answers and how
+    warmly, when it may write first, and the person's time zone. Empty means the environment's."""
+
+    class Meta(ProfileEditForm.Meta):
+        fields = ["name", "persona", "language", "model", "temperature", "proactive_enabled",
+                  "quiet_from", "quiet_until", "tz"]
+        labels = {
+            **ProfileEditForm.Meta.labels,
+            "model": _("Model"),
+            "temperature": _("Temperature"),
+            "proactive_enabled": _("May write first (proactive messages)"),
+            "quiet_from": _("Quiet from"),
+            "quiet_until": _("Quiet until"),
+            "tz": _("Your time zone"),
+        }
+        help_texts = {
+            **ProfileEditForm.Meta.help_texts,
+            "temperature": _("0 to 2; lower is steadier, higher more varied. Empty: the model server’s default."),
+            "quiet_from": _("From this hour to the “until” hour (your time) the companion does not write first."),
+            "quiet_until": _("Neither set: the server’s hours apply."),
+            "tz": _("An IANA name such as Asia/Shanghai or Europe/Berlin; the chat keeps it up to date."),
+        }
+
+    def __init__(self, *args, models: list[str] | None, default_model: str, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.offered = models
+        field = self.fields["model"]
+        environment = _("The environment’s (%(model)s)") % {"model": default_model or "—"}
+        if models:
+            current = self.instance.model
+            choices = [("", environment), *((m, m) for m in models)]
+            if current and current not in models:
+                choices.append((current, _("%(model)s (not listed by the model server)") % {"model": current}))
+            self.fields["model"] = forms.ChoiceField(
+                choices=choices, required=False, label=field.label,
+                help_text=_("The models the model server lists."),
+            )
+        else:
+            field.help_text = _(
+                "The model server does not list its models: type a model name, or leave empty for %(default)s."
+            ) % {"default": environment}
+            field.widget.attrs.update({"autocomplete": "off", "spellcheck": "false"})
+        self.fields["temperature"].widget.attrs.update({"min": "0", "max": "2", "step": "0.1"})
+        for name in ("quiet_from", "quiet_until"):
+            self.fields[name] = forms.TypedChoiceField(
+                choices=HOURS, coerce=int, empty_value=None, required=False,
+                label=self.fields[name].label, help_text=self.fields[name].help_text,
+            )
+        self.fields["tz"].widget.attrs.update({"autocomplete": "off", "spellcheck": "false"})
+
+    def clean_model(self):
+        return (self.cleaned_data.get("model") or "").strip()
+
+    def clean_tz(self):
+        tz = (self.cleaned_data.get("tz") or "").strip()
+        if tz and not is_zone(tz):
+            raise forms.ValidationError(
+                _("“%(tz)s” is not a time zone this server knows; use a name such as Asia/Shanghai."),
+                code="invalid_zone", params={"tz": tz},
+            )
+        return tz
+
+    def clean(self):
+        data = super().clean()
+        start, end = data.get("quiet_from"), data.get("quiet_until")
+        if (start is None) != (end is None):
+            raise forms.ValidationError(
+                _("Quiet hours need both a start and an end, or neither."), code="quiet_half"
+            )
+        if start is not None and start == end:
+            raise forms.ValidationError(
+                _("Quiet hours cannot start and end at the same hour."), code="quiet_empty"
+            )
+        return data
 
 
 class ProfileCreateForm(ProfileEditForm):

@@ -15,9 +15,13 @@ from django_htmx.http import HttpResponseClientRedirect
 from memory.deletion import delete_profile, profile_contents
 from memory.models import Profile
 from previously.llm import get_provider
-from previously.llm.select import agent_model
+from previously.llm.select import agent_model, offered_models
 from previously.pages.current_profile import SESSION_KEY, current_profile
-from previously.pages.profiles.forms import ProfileCreateForm, ProfileDeleteForm, ProfileEditForm
+from previously.pages.profiles.forms import (
+    CompanionSettingsForm,
+    ProfileCreateForm,
+    ProfileDeleteForm,
+)
 
 
 def _own(request, key: str) -> Profile:
@@ -46,17 +50,22 @@ def profile_list(request):
 
 @login_required
 def profile_edit(request, key):
-    """Rename a companion, write its persona, set its language."""
+    """The companion settings page (issue 17 point 8): name, persona, language, model and
+    temperature (the model server's list offered when it lists one), proactive messages and
+    quiet hours, and the person's time zone."""
     target = _own(request, key)
-    form = ProfileEditForm(request.POST or None, instance=target)
+    provider = get_provider()
+    form = CompanionSettingsForm(
+        request.POST or None, instance=target, models=offered_models(), default_model=provider.model
+    )
     if request.method == "POST" and form.is_valid():
         form.save()
         flash.success(request, _("Saved."))
-        return redirect("profiles")
+        return redirect("profile_edit", key=target.key)
     return render(
         request,
         "profiles/edit.html",
-        {"profile": current_profile(request), "target": target, "form": form},
+        {"profile": current_profile(request), "target": target, "form": form, "offline": provider.offline},
         status=400 if form.errors else 200,
     )
 

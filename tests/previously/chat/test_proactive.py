@@ -156,6 +156,19 @@ def test_no_messages_in_quiet_hours(owner, offline):
     assert proactive_rows(owner) == []
 
 
+@pytest.mark.django_db
+def test_a_companions_own_quiet_hours_win_over_the_environments(owner, offline, settings):
+    """Issue 17 point 8: quiet 09:00-12:00 on the settings page; the environment allows any hour."""
+    settings.PREVIOUSLY_PROACTIVE_HOURS = ""
+    owner.quiet_from, owner.quiet_until = 9, 12
+    owner.save()
+    assert [o.skipped for o in proactive.check_all(now=DUE.replace(hour=10))] == ["quiet hours"]
+    assert proactive_rows(owner) == []
+    owner.quiet_from = owner.quiet_until = None  # none of its own: the environment's (any hour)
+    owner.save()
+    assert [o.skipped for o in proactive.check_all(now=DUE.replace(hour=10))] != ["quiet hours"]
+
+
 def test_quiet_hours_windows(settings):
     at = lambda h: DUE.replace(hour=h)  # noqa: E731
     settings.PREVIOUSLY_PROACTIVE_HOURS = "8-22"

@@ -1,0 +1,117 @@
+"""Issue 17 point 8: the companion settings page — validated, the model server's list offered
+when it lists one, a typed name (with the environment's model named) when it does not."""
+
+import pytest
+from django.urls import reverse
+
+from memory.models import Profile
+from previously.llm import reset_provider
+from previously.llm.openai_compat import OpenAICompatible
+from tests.csp import assert_csp_clean
+from tests.llm_server import FakeLLMServer
+
+pytestmark = pytest.mark.django_db
+
+VALID = {
+    "name": "小海 🌊", "persona": "You are Sea.", "language": "zh", "model": "", "temperature": "",
+    "proactive_enabled": "on", "quiet_from": "", "quiet_until": "", "tz": "Asia/Shanghai",
+}
+
+
+@pytest.fixture
+def listing_server():
+    server = FakeLLMServer(models=["qwen2.5:7b", "llama3.1:8b"]).start()
+    reset_provider(OpenAICompatible(base_url=server.base_url, api_key="", model="qwen2.5:7b"))
+    yield server
+    reset_provider(None)
+    server.stop()
+
+
+@pytest.fixture
+def silent_server():
+    server = FakeLLMServer(models=None).start()
+    reset_provider(OpenAICompatible(base_url=server.base_url, api_key="", model="env-model"))
+    yield server
+    reset_provider(None)
+    server.stop()
+
+
+def url(profile):
+    return reverse("profile_edit", args=[profile.key])
+
+
+def test_the_model_servers_list_is_offered_and_a_choice_is_saved(logged_in, profile, listing_server):
+    response = logged_in.get(url(profile))
+    html = response.content.decode()
+    assert response.status_code == 200
+    assert '<select name="model"' in html
+    assert '<option value="llama3.1:8b">llama3.1:8b</option>' in html
+    assert "The environment’s (qwen2.5:7b)" in html  # the empty choice names the fallback
+    assert_csp_clean(response)
+
+    response = logged_in.post(url(profile), {**VALID, "model": "llama3.1:8b", "temperature": "0.4",
+                                             "quiet_from": "22", "quiet_until": "8"})
+    assert response.status_code == 302
+    profile.refresh_from_db()
+    assert (profile.name, profile.model, profile.temperature) == ("小海 🌊", "llama3.1:8b", 0.4)
+    assert (profile.quiet_from, profile.quiet_until, profile.tz) == (22, 8, "Asia/Shanghai")
+    assert profile.proactive_hours == "8-22"  # the hours it may write, as the setting spells them
+
+
+def test_a_model_the_server_does_not_list_is_refused_from_the_list(logged_in, profile, listing_server):
+    response = logged_in.post(url(profile), {**VALID, "model": "gpt-imaginary"})
+    assert response.status_code == 400
+    assert "gpt-imaginary" in response.content.decode()  # the error names the value
+    assert Profile.objects.get(pk=profile.pk).model == ""
+
+
+def test_without_a_list_a_name_is_typed_and_the_fallback_is_named(logged_in, profile, silent_server):
+    html = logged_in.get(url(profile)).content.decode()
+    assert '<input type="text" name="model"' in html
+    assert "does not list its models" in html and "env-model" in html
+    response = logged_in.post(url(profile), {**VALID, "model": "  my-local-model  "})
+    assert response.status_code == 302
+    assert Profile.objects.get(pk=profile.pk).model == "my-local-model"
+
+
+def test_offline_the_page_says_the_model_waits_for_one(logged_in, profile):
+    html = logged_in.get(url(profile)).content.decode()
+    assert "take effect once one is" in html
+    assert '<input type="text" name="model"' in html
+
+
+@pytest.mark.parametrize(
+    ("change", "field", "message"),
+    [
+        ({"temperature": "2.5"}, "temperature", "less than or equal to 2"),
+        ({"temperature": "-1"}, "temperature", "greater than or equal to 0"),
+        ({"temperature": "warm"}, "temperature", "Enter a number"),
+        ({"tz": "Mars/Olympus_Mons"}, "tz", "“Mars/Olympus_Mons” is not a time zone"),
+        ({"quiet_from": "22"}, None, "both a start and an end"),
+        ({"quiet_from": "7", "quiet_until": "7"}, None, "cannot start and end at the same hour"),
+        ({"quiet_from": "24", "quiet_until": "7"}, "quiet_from", "Select a valid choice"),
+        ({"language": "fr"}, "language", "Select a valid choice"),
+    ],
+)
+def test_bad_settings_are_refused_with_a_clear_error(logged_in, profile, change, field, message):
+    response = logged_in.post(url(profile), {**VALID, **change})
+    assert response.status_code == 400
+    form = response.context["form"]
+    errors = form.errors.get(field or "__all__", [])
+    assert any(message in e for e in errors), form.errors
+    fresh = Profile.objects.get(pk=profile.pk)
+    assert (fresh.persona, fresh.tz, fresh.temperature) == (profile.persona, profile.tz, None)  # nothing saved
+
+
+def test_someone_elses_companion_has_no_settings_page_for_you(logged_in, profile):
+    other = Profile.objects.create(user=type(profile.user).objects.create(username="bob"), key="bobs")
+    assert logged_in.get(url(other)).status_code == 404
+    assert logged_in.post(url(other), {**VALID, "model": "stolen"}).status_code == 404
+    assert Profile.objects.get(pk=other.pk).model == ""
+
+
+def test_the_unnamed_default_companion_is_never_shown_by_its_key(logged_in, profile):
+    Profile.objects.filter(pk=profile.pk).update(name="")
+    html = logged_in.get(reverse("profiles"), HTTP_ACCEPT_LANGUAGE="en").content.decode()
+    assert "Your companion" in html
+    assert '<option value="owner" selected>owner</option>' not in html
