@@ -19,7 +19,7 @@ def zone_from_latest_slice(apps, schema_editor):
 
 
 class Migration(migrations.Migration):
-    dependencies = [("memory", "0008_verbose_names")]
+    dependencies = [("memory", "0009_experience_history_run")]
 
     operations = [
         migrations.AddField(
