@@ -53,6 +53,8 @@ class EvolutionRunTrigger(models.TextChoices):
     EXPLICIT = "explicit", "explicit request"
     MIGRATION = "migration", "format migration"
     MANUAL = "manual", "manual"
+    FORGET = "forget", "removed with a deleted line"  # D7: the person chose, or the line quoted it
+    HAND = "hand_edit", "edited by hand"  # K16: the person corrected the card
 
 
 class EvolutionRunStatus(models.TextChoices):

@@ -9,7 +9,7 @@ from django.urls import reverse
 from django.utils.translation import gettext
 from django.views.decorators.http import require_POST
 
-from memory.archive import MidConflict
+from memory.archive import MidConflict, MidTombstoned
 from memory.images import ImageRefused, store_image_message, stored_path
 from memory.models import Message, Profile
 from memory.models.archive import USER_MID_RE
@@ -112,6 +112,8 @@ def upload_image(request):
         )
     except ImageRefused as refused:
         return _refused(refused.reason, refused.status)
+    except MidTombstoned as gone:
+        return _refused(gettext("message %(mid)s was deleted for good; it is not stored again") % {"mid": gone.mid}, 410)
     except MidConflict as conflict:
         return _refused(str(conflict), 409)
     if not request.htmx:

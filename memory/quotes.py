@@ -1,0 +1,94 @@
+"""Finding and blanking the words of deleted lines in derived text (SPEC D6).
+
+Pure Python. A *quote* of a deleted text is a verbatim run of it, at least `MIN_QUOTE`
+code points long (the whole text when it is shorter, down to `SHORTEST` code points):
+a card line, a run's transcript, a reply or a log entry holding such a run still holds
+the deleted words. Texts shorter than `SHORTEST` ("ok", "好的") are too common to be
+told apart from anyone else's words and are not looked for.
+"""
+
+import json
+from collections.abc import Iterable
+
+DELETED = "[deleted]"
+MIN_QUOTE = 12
+SHORTEST = 4
+
+
+class Quotes:
+    """The deleted texts; `found(s)` says whether `s` quotes one, `scrub(s)` blanks them."""
+
+    def __init__(self, texts: Iterable[str]):
+        self.texts: list[tuple[str, int, set[str]]] = []
+        for text in texts:
+            text = (text or "").strip()
+            if len(text) < SHORTEST:
+                continue
+            q = min(len(text), MIN_QUOTE)
+            grams = {text[i : i + q] for i in range(len(text) - q + 1)}
+            self.texts.append((text, q, grams))
+
+    def __bool__(self) -> bool:
+        return bool(self.texts)
+
+    def spans(self, s: str) -> list[tuple[int, int]]:
+        """Maximal [start, end) runs of `s` that are verbatim runs of a deleted text."""
+        found: list[tuple[int, int]] = []
+        for text, q, grams in self.texts:
+            i = 0
+            while i <= len(s) - q:
+                if s[i : i + q] in grams:
+                    j = i + q
+                    while j < len(s) and s[i : j + 1] in text:
+                        j += 1
+                    found.append((i, j))
+                    i = j
+                else:
+                    i += 1
+        found.sort()
+        merged: list[tuple[int, int]] = []
+        for start, end in found:
+            if merged and start <= merged[-1][1]:
+                merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+            else:
+                merged.append((start, end))
+        return merged
+
+    def found(self, s: str | None) -> bool:
+        return bool(s) and bool(self.spans(s))
+
+    def scrub(self, s: str) -> str:
+        """`s` with every quote of a deleted text replaced by "[deleted]"."""
+        if not s:
+            return s
+        out, last = [], 0
+        for start, end in self.spans(s):
+            out += [s[last:start], DELETED]
+            last = end
+        out.append(s[last:])
+        return "".join(out)
+
+    def scrub_json(self, value):
+        """A JSON value with every string (keys too) scrubbed."""
+        if isinstance(value, str):
+            return self.scrub(value)
+        if isinstance(value, list):
+            return [self.scrub_json(v) for v in value]
+        if isinstance(value, dict):
+            return {self.scrub(str(k)): self.scrub_json(v) for k, v in value.items()}
+        return value
+
+    def found_json(self, value) -> bool:
+        return value is not None and self.found(json.dumps(value, ensure_ascii=False))
+
+    def chunks(self) -> list[str]:
+        """Substrings one of which any quote contains: a database pre-filter (`LIKE`)."""
+        pieces: list[str] = []
+        for text, q, _ in self.texts:
+            if q == len(text):
+                pieces.append(text)
+                continue
+            # A quote spans >= q code points; pieces of q//2 every q//2 steps: one lies inside.
+            size = q // 2
+            pieces += [text[i : i + size] for i in range(0, len(text) - size + 1, size)]
+        return list(dict.fromkeys(pieces))
