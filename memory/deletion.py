@@ -386,7 +386,10 @@ def _forget_card_lines(profile_id, slice_refs_: set[str], quotes: Quotes, drop_l
         if quotes.found(card.portrait):
             card = replace_portrait(card, quotes.scrub(card.portrait))
         after = render(card)
-        removed = [quotes.scrub(line.text) for line in gone]
+        removed = [
+            {"section": line.section, "words": quotes.scrub(line.words), "text": quotes.scrub(line.text)}
+            for line in gone
+        ]
     if after == before:
         return [], None
     row.text = after
@@ -402,12 +405,12 @@ def _forget_card_lines(profile_id, slice_refs_: set[str], quotes: Quotes, drop_l
         diff=quotes.scrub(line_diff(before, after)),
         card_before=quotes.scrub(before), card_after=after,
         steps=[{"at": now.isoformat(), "kind": "forget", "anchor": anchor,
-                "refs": sorted(slice_refs_), "removed": removed}],
+                "refs": sorted(slice_refs_), "removed": removed, "added": []}],
         model_name="", started_at=now, finished_at=now,
     )
     for slice_ in Slice.objects.filter(profile_id=profile_id, ended_at__isnull=True, injected_card__isnull=False):
         refresh_injected_card(slice_, reason="card lines removed with a deleted message")
-    return removed, run
+    return [r["text"] for r in removed], run
 
 
 def replace_portrait(card, text: str):

@@ -8,11 +8,19 @@ told apart from anyone else's words and are not looked for.
 """
 
 import json
+import re
 from collections.abc import Iterable
 
 DELETED = "[deleted]"
 MIN_QUOTE = 12
+MIN_QUOTE_CJK = 6  # a Han/kana/hangul character carries about what two Latin letters do
 SHORTEST = 4
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+
+
+def min_quote(text: str) -> int:
+    cjk = len(_CJK.findall(text))
+    return MIN_QUOTE_CJK if cjk * 3 >= len(text) else MIN_QUOTE
 
 
 class Quotes:
@@ -24,7 +32,7 @@ class Quotes:
             text = (text or "").strip()
             if len(text) < SHORTEST:
                 continue
-            q = min(len(text), MIN_QUOTE)
+            q = min(len(text), min_quote(text))
             grams = {text[i : i + q] for i in range(len(text) - q + 1)}
             self.texts.append((text, q, grams))
 

@@ -20,6 +20,7 @@ from memory.card.mutations import TOOLS as MUTATIONS
 from memory.card.mutations import tool_arguments
 from memory.curation import ExperienceRefused, propose_experience
 from memory.models import CardSnapshot, Message, Profile, Slice
+from memory.person_edits import rewrite_refusal
 
 REF = {
     "type": "string",
@@ -149,6 +150,9 @@ def dispatch(ctx: Context, name: str, raw_arguments: str) -> Outcome:
 
 def _mutation_handler(name: str) -> Callable[[Context, dict], Outcome]:
     def handle(ctx: Context, arguments: dict) -> Outcome:
+        refusal = rewrite_refusal(ctx.profile, ctx.card, name, arguments)  # D7, K16: the person's say
+        if refusal:
+            return Outcome(False, f"refused: {refusal}", mutation=True)
         result = apply_tool(ctx.card, name, arguments, refs_exist=ctx.refs_exist)
         if result.accepted:
             ctx.card = result.card

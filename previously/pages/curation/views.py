@@ -71,8 +71,17 @@ def message_list(request, profile_key):
     return render(request, "curation/messages.html", {"profile": profile, "page": page})
 
 
+def _refs_context(refs) -> dict:
+    refs = refs or []
+    return {
+        "refs": refs,
+        "has_replies": any(r["kind"] == "reply" for r in refs),
+        "has_card_lines": any(r["kind"] == "card" for r in refs),
+    }
+
+
 def _actions(request, profile, message, *, notice="", refs=None, status=200, gone=False):
-    context = {"profile": profile, "message": message, "notice": notice, "refs": refs, "gone": gone}
+    context = {"profile": profile, "message": message, "notice": notice, "gone": gone, **_refs_context(refs)}
     return render(request, ACTIONS_PARTIAL, context, status=status)
 
 
@@ -129,14 +138,18 @@ def delete(request, profile_key, mid):
     profile = _profile(request, profile_key)
     force = request.POST.get("force") == "1"
     try:
-        result = delete_message(profile=profile, mid=mid, hard=True, force=force)
+        result = delete_message(
+            profile=profile, mid=mid, hard=True, force=force,
+            keep_replies=request.POST.get("keep_replies") == "1", drop_lines=request.POST.getlist("drop_line"),
+        )
     except MessageNotFound as e:
         raise Http404(str(e)) from e
     except HasRefs as refused:
         message = _message(profile, mid)
         if request.htmx:
             return _actions(request, profile, message, refs=refused.refs)
-        context = {"profile": profile, "message": message, "refs": refused.refs, "next": request.POST.get("next", "")}
+        context = {"profile": profile, "message": message, "next": request.POST.get("next", ""),
+                   **_refs_context(refused.refs)}
         return render(request, "curation/delete_confirm.html", context, status=409)
     if request.htmx:
         response = _actions(request, profile, None, notice="Deleted for good", gone=True)
@@ -160,7 +173,10 @@ def api_delete(request, profile_key, mid):
     if mode not in ("hard", "soft") or not isinstance(body.get("force", False), bool):
         return JsonResponse({"error": "bad_request", "detail": "mode is hard or soft; force is a boolean"}, status=400)
     try:
-        result = delete_message(profile=profile, mid=mid, hard=mode == "hard", force=body.get("force", False))
+        result = delete_message(
+            profile=profile, mid=mid, hard=mode == "hard", force=body.get("force", False),
+            keep_replies=body.get("keep_replies") is True, drop_lines=[str(k) for k in body.get("drop_lines", [])],
+        )
     except MessageNotFound:
         return JsonResponse({"error": "not_found", "mid": mid}, status=404)
     except HasRefs as refused:
