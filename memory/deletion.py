@@ -179,10 +179,14 @@ def _cascade_plan(message: Message) -> _Plan:
 
 def _plan(message: Message) -> _Plan:
     plan = _cascade_plan(message)
-    quotes = Quotes([message.content])
+    quotes = Quotes(_persons_words([message]))
     plan.replies = quoting_replies(message.profile_id, quotes, exclude=[message.pk])
     plan.card_lines = citing_card_lines(message.profile_id, {message.slice.ref}, quotes)
     return plan
+
+
+def _persons_words(messages) -> list[str]:
+    return [m.content for m in messages if m.speaker == Message.Speaker.USER]
 
 
 def quoting_replies(profile_id: int, quotes: Quotes, *, exclude=()) -> list[Message]:
@@ -255,7 +259,7 @@ def slice_refs(slice_: Slice) -> list[dict]:
 
 def _slice_plan(slice_: Slice) -> _Plan:
     messages = list(Message.objects.filter(slice=slice_))
-    quotes = Quotes(m.content for m in messages)
+    quotes = Quotes(_persons_words(messages))
     plan = _Plan([], [], [], [], [])
     for m in messages:
         part = _cascade_plan(m)
@@ -300,7 +304,10 @@ def _forget_messages(profile_id: int, pairs: list[tuple[Message, _Plan]], *, rep
     if not keep_replies:
         todo += [(r, _cascade_plan(r)) for r in replies]
         gone += replies
-    quotes = Quotes(m.content for m in gone)
+    # The person's words are looked for wherever they may be quoted; the companion's own lines
+    # (which quote the card and the person) only where they were copied whole (transcripts).
+    quotes = Quotes(_persons_words(gone))
+    records = Quotes(_persons_words(gone), whole=[m.content for m in gone if m.speaker != Message.Speaker.USER])
     slice_refs_ = {m.slice.ref for m, _ in pairs}
     done_exps: set[int] = set()
     for message, plan in todo:
@@ -333,7 +340,7 @@ def _forget_messages(profile_id: int, pairs: list[tuple[Message, _Plan]], *, rep
     if keep_replies:
         kept = _scrub_messages(replies, quotes)
     removed, run = _forget_card_lines(profile_id, slice_refs_, quotes, drop_lines, anchor=anchor, now=now)
-    scrub_derived(profile_id, quotes)
+    scrub_derived(profile_id, records)
     _write_tombstones(tombs)
     return Deletion(
         "deleted", anchor,

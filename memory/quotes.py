@@ -26,13 +26,15 @@ def min_quote(text: str) -> int:
 class Quotes:
     """The deleted texts; `found(s)` says whether `s` quotes one, `scrub(s)` blanks them."""
 
-    def __init__(self, texts: Iterable[str]):
+    def __init__(self, texts: Iterable[str], *, whole: Iterable[str] = ()):
+        """`texts`: any verbatim run of them counts; `whole`: only a copy of the whole text
+        (the companion's own lines, whose runs often quote the card or the person)."""
         self.texts: list[tuple[str, int, set[str]]] = []
-        for text in texts:
+        for text, entire in [(t, False) for t in texts] + [(t, True) for t in whole]:
             text = (text or "").strip()
             if len(text) < SHORTEST:
                 continue
-            q = min(len(text), min_quote(text))
+            q = len(text) if entire else min(len(text), min_quote(text))
             grams = {text[i : i + q] for i in range(len(text) - q + 1)}
             self.texts.append((text, q, grams))
 
