@@ -4,6 +4,7 @@ from django.contrib import admin
 from django.utils.translation import gettext_lazy as _
 
 from memory import admin_actions
+from memory.deletion import delete_profile, delete_slice, hard_delete_message, purge_experience, purge_highlight, purge_relation
 from memory.models import (
     Card,
     CardSnapshot,
@@ -33,28 +34,73 @@ class DeletedFilter(admin.SimpleListFilter):
     parameter_name = "deleted"
 
     def lookups(self, request, model_admin):
-        return [("live", _("live")), ("soft", _("soft-deleted"))]
+        return [("live", _("live")), ("soft", _("soft-deleted")), ("unreviewed", _("soft-deleted, not reviewed"))]
 
     def queryset(self, request, queryset):
         if self.value() == "live":
             return queryset.filter(deleted_at__isnull=True)
+        if self.value() == "unreviewed":
+            return queryset.filter(deleted_at__isnull=False, reviewed_at__isnull=True)
         if self.value() == "soft":
             return queryset.filter(deleted_at__isnull=False)
         return queryset
 
 
 PROFILE_FILTER = ("profile", admin.RelatedOnlyFieldListFilter)
+SOFT_DELETE_ACTIONS = [admin_actions.purge_soft_deleted, admin_actions.keep_soft_deleted, admin_actions.restore_soft_deleted]
+
+
+class ForgetThroughMemory(admin.ModelAdmin):
+    """D6: the admin's delete view and its bulk "delete selected" go through memory.deletion
+    (tombstones, index clean-up, files, cascades, derived text), never a bare SQL delete."""
+
+    def forget(self, obj) -> None:
+        raise NotImplementedError
+
+    def delete_model(self, request, obj):
+        self.forget(obj)
+
+    def get_deleted_objects(self, objs, request):
+        # The derived rows (index, fragments) are read-only here but go with memory.deletion,
+        # so the admin's own per-model delete permission does not apply to them.
+        deleted, counts, _perms_needed, protected = super().get_deleted_objects(objs, request)
+        return deleted, counts, set(), protected
+
+    def delete_queryset(self, request, queryset):
+        for pk in list(queryset.values_list("pk", flat=True)):
+            obj = queryset.model.objects.filter(pk=pk).first()
+            if obj is not None:  # an earlier row's cascade may have taken it
+                self.forget(obj)
+
+
+class ReadOnlyContent:
+    """Archived content is read-only in the admin: a change would leave the index and every
+    derived layer stale (D6)."""
+
+    def has_add_permission(self, request):
+        return False
+
+    def get_readonly_fields(self, request, obj=None):
+        return [f.name for f in self.model._meta.concrete_fields if f.name not in self.editable_fields]
+
+    editable_fields: tuple[str, ...] = ()
 
 
 @admin.register(Profile)
-class ProfileAdmin(admin.ModelAdmin):
+class ProfileAdmin(ForgetThroughMemory):
+    def forget(self, obj):
+        delete_profile(obj)
+
     list_display = ["key", "name", "user", "language", "proactive_enabled", "created_at"]
     list_filter = ["language", "proactive_enabled"]
     search_fields = ["key", "name", "user__username"]
 
 
 @admin.register(Slice)
-class SliceAdmin(admin.ModelAdmin):
+class SliceAdmin(ReadOnlyContent, ForgetThroughMemory):
+    def forget(self, obj):
+        delete_slice(obj)
+
     list_display = ["key", "profile", "started_at", "last_message_at", "ended_at", "close_reason"]
     list_filter = [PROFILE_FILTER, "close_reason"]
     search_fields = ["key"]
@@ -69,13 +115,16 @@ class SliceLogEntryAdmin(admin.ModelAdmin):
 
 
 @admin.register(Message)
-class MessageAdmin(admin.ModelAdmin):
+class MessageAdmin(ReadOnlyContent, ForgetThroughMemory):
+    def forget(self, obj):
+        hard_delete_message(obj, force=True)
+
     list_display = ["mid", "profile", "speaker", "message_type", "short_content", "created_at", "status", "deleted_at"]
     list_filter = [PROFILE_FILTER, "speaker", "message_type", "status", DeletedFilter]
     search_fields = ["mid", "content", "legacy_key"]
     date_hierarchy = "created_at"
     raw_id_fields = ["slice"]
-    actions = [admin_actions.purge_soft_deleted, admin_actions.restore_soft_deleted]
+    actions = SOFT_DELETE_ACTIONS
 
     @admin.display(description=_("content"))
     def short_content(self, obj):
@@ -83,12 +132,17 @@ class MessageAdmin(admin.ModelAdmin):
 
 
 @admin.register(Highlight)
-class HighlightAdmin(admin.ModelAdmin):
+class HighlightAdmin(ReadOnlyContent, ForgetThroughMemory):
+    editable_fields = ("flagged",)
+
+    def forget(self, obj):
+        purge_highlight(obj)
+
     list_display = ["hid", "profile", "mid", "short_content", "source", "flagged", "deleted_at"]
     list_filter = [PROFILE_FILTER, "source", DeletedFilter]
     search_fields = ["hid", "mid", "content"]
     raw_id_fields = ["message"]
-    actions = [admin_actions.purge_soft_deleted, admin_actions.restore_soft_deleted]
+    actions = SOFT_DELETE_ACTIONS
 
     @admin.display(description=_("content"))
     def short_content(self, obj):
@@ -118,7 +172,10 @@ class ExperienceHistoryInline(admin.TabularInline):
 
 
 @admin.register(Experience)
-class ExperienceAdmin(admin.ModelAdmin):
+class ExperienceAdmin(ForgetThroughMemory):
+    def forget(self, obj):
+        purge_experience(obj)
+
     list_display = ["eid", "profile", "title", "status", "time_certainty", "event_time", "recorded_at", "invalid_at", "flagged", "deleted_at"]
     list_filter = [PROFILE_FILTER, "status", "time_certainty", DeletedFilter]
     search_fields = ["eid", "title", "content"]
@@ -126,8 +183,7 @@ class ExperienceAdmin(admin.ModelAdmin):
     actions = [
         admin_actions.confirm_experiences,
         admin_actions.reject_experiences,
-        admin_actions.purge_soft_deleted,
-        admin_actions.restore_soft_deleted,
+        *SOFT_DELETE_ACTIONS,
     ]
 
 
@@ -139,19 +195,34 @@ class ExperienceHistoryAdmin(admin.ModelAdmin):
 
 
 @admin.register(Relation)
-class RelationAdmin(admin.ModelAdmin):
+class RelationAdmin(ForgetThroughMemory):
+    def forget(self, obj):
+        purge_relation(obj)
+
     list_display = ["rid", "profile", "from_id", "type", "to_id", "flagged", "deleted_at"]
     list_filter = [PROFILE_FILTER, "type", DeletedFilter]
     search_fields = ["rid", "from_id", "to_id"]
     raw_id_fields = ["from_highlight", "from_experience", "to_highlight", "to_experience"]
-    actions = [admin_actions.purge_soft_deleted, admin_actions.restore_soft_deleted]
+    actions = SOFT_DELETE_ACTIONS
 
 
 @admin.register(Tombstone)
 class TombstoneAdmin(admin.ModelAdmin):
+    """Read-only: a tombstone removed by hand would let a deleted record be re-imported;
+    `manage.py prune_tombstones` removes the expired ones (D5)."""
+
     list_display = ["kind", "object_id", "profile", "deleted_at", "expires_at", "content_hash"]
     list_filter = [PROFILE_FILTER, "kind"]
     search_fields = ["object_id", "content_hash", "legacy_key"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
 
 
 @admin.register(Card)
@@ -176,7 +247,12 @@ class EvolutionRunAdmin(admin.ModelAdmin):
 
 
 @admin.register(LegacyFragment)
-class LegacyFragmentAdmin(admin.ModelAdmin):
+class LegacyFragmentAdmin(ReadOnlyContent, admin.ModelAdmin):
+    """Read-only, never deleted here: a fragment goes with its message (memory.deletion)."""
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
     list_display = ["key", "profile", "role", "ts", "disposition", "message"]
     list_filter = [PROFILE_FILTER, "disposition", "role"]
     search_fields = ["key", "content", "fingerprint"]
@@ -215,6 +291,9 @@ class RecallDocumentAdmin(admin.ModelAdmin):
     def has_change_permission(self, request, obj=None):
         return False
 
+    def has_delete_permission(self, request, obj=None):
+        return False
+
 
 class _DerivedRecallAdmin(admin.ModelAdmin):
     """Recall statistics, read-only: kept by memory.recall.index with every archive write."""
@@ -225,6 +304,9 @@ class _DerivedRecallAdmin(admin.ModelAdmin):
         return False
 
     def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
         return False
 
 

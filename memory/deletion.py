@@ -689,8 +689,14 @@ def purge_soft_deleted(*, profile: Profile | None = None, before: datetime | Non
     return report
 
 
+def keep_records(queryset, *, at: datetime | None = None) -> int:
+    """D4 "keep": the historic soft deletes stay deleted (out of recall) and are marked reviewed."""
+    return queryset.filter(deleted_at__isnull=False).update(reviewed_at=at or timezone.now())
+
+
 def restore_records(queryset) -> int:
-    """D4 "keep": un-flag soft-deleted rows (messages go back into the index); returns how many."""
+    """D4 "restore", a separate explicit action: un-flag soft-deleted rows (messages go back
+    into the index); returns how many."""
     restored = 0
     for record in queryset.filter(deleted_at__isnull=False):
         if isinstance(record, Message):

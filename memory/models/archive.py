@@ -301,6 +301,8 @@ class Message(models.Model):
     source_id = models.CharField(max_length=128, blank=True, verbose_name=_("source id"))
     sync_status = models.CharField(max_length=32, blank=True, verbose_name=_("sync status"))
     deleted_at = models.DateTimeField(null=True, blank=True, verbose_name=_("deleted at"))
+    # D4: an admin reviewed this historic soft delete and kept it deleted ("keep").
+    reviewed_at = models.DateTimeField(null=True, blank=True, verbose_name=_("reviewed at"))
     attachment = models.JSONField(null=True, blank=True, verbose_name=_("attachment"))
     # Legacy identity (A6): the KV key it came from and strHash(profile|content).
     legacy_key = models.CharField(max_length=300, blank=True, verbose_name=_("legacy key"))

@@ -32,4 +32,24 @@ class Migration(migrations.Migration):
                 name="evolution_trigger_valid",
             ),
         ),
+        migrations.AddField(
+            model_name='experience',
+            name='reviewed_at',
+            field=models.DateTimeField(blank=True, null=True, verbose_name='reviewed at'),
+        ),
+        migrations.AddField(
+            model_name='highlight',
+            name='reviewed_at',
+            field=models.DateTimeField(blank=True, null=True, verbose_name='reviewed at'),
+        ),
+        migrations.AddField(
+            model_name='message',
+            name='reviewed_at',
+            field=models.DateTimeField(blank=True, null=True, verbose_name='reviewed at'),
+        ),
+        migrations.AddField(
+            model_name='relation',
+            name='reviewed_at',
+            field=models.DateTimeField(blank=True, null=True, verbose_name='reviewed at'),
+        ),
     ]
