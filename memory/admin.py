@@ -4,7 +4,14 @@ from django.contrib import admin
 from django.utils.translation import gettext_lazy as _
 
 from memory import admin_actions
-from memory.deletion import delete_profile, delete_slice, hard_delete_message, purge_experience, purge_highlight, purge_relation
+from memory.deletion import (
+    delete_profile,
+    delete_slice,
+    hard_delete_message,
+    purge_experience,
+    purge_highlight,
+    purge_relation,
+)
 from memory.models import (
     Card,
     CardSnapshot,
