@@ -17,6 +17,7 @@ from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.translation import gettext
 from django.views.decorators.http import require_POST
 from django_htmx.http import trigger_client_event
 
@@ -28,9 +29,18 @@ from memory.curation import (
     find_item,
     link,
     propose_experience,
+    remove_favourite,
 )
 from memory.deletion import HasRefs, MessageNotFound, delete_message, hide_message, unhide_message
-from memory.models import Experience, ExperienceHistory, Highlight, Message, Profile, Relation
+from memory.models import (
+    Experience,
+    ExperienceHistory,
+    Favourite,
+    Highlight,
+    Message,
+    Profile,
+    Relation,
+)
 from memory.models.archive import PROFILE_KEY_RE
 from memory.models.curation import ExperienceStateError
 from previously.pages.curation.forms import (
@@ -182,6 +192,30 @@ def api_delete(request, profile_key, mid):
     except HasRefs as refused:
         return JsonResponse({"error": "has_refs", "refs": refused.refs}, status=409)
     return JsonResponse(result.as_dict())
+
+
+# --- favourites (C2) -------------------------------------------------------------------
+
+
+@login_required
+def favourite_list(request, profile_key):
+    """The profile's favourites, newest first, each with the way back to its line."""
+    profile = _profile(request, profile_key)
+    favourites = Favourite.objects.for_profile(profile).select_related("message__slice").order_by("-created_at", "-id")
+    page = Paginator(favourites, 50).get_page(request.GET.get("page"))
+    return render(request, "curation/favourites.html", {"profile": profile, "page": page})
+
+
+@login_required
+@require_POST
+def favourite_remove(request, profile_key, pk):
+    """Unfavourite (C2): the favourite and its highlight go; the message stays."""
+    profile = _profile(request, profile_key)
+    remove_favourite(get_object_or_404(Favourite, profile=profile, pk=pk))
+    if request.htmx:
+        return HttpResponse("")
+    flash.success(request, gettext("Removed from favourites"))
+    return _back(request, reverse("curation:favourites", args=[profile.key]))
 
 
 # --- highlights (C1, C7) --------------------------------------------------------------
