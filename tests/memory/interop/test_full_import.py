@@ -6,19 +6,19 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
+from memory.curation import add_favourite
 from memory.interop.export import export_json
 from memory.interop.full_import import import_full
 from memory.interop.synthetic import write_dump
-from memory.curation import add_favourite
 from memory.models import (
     Card,
     CardSnapshot,
     Experience,
     ExperienceHistory,
     Favourite,
-    LegacyMeta,
     Highlight,
     LegacyFragment,
+    LegacyMeta,
     Message,
     Profile,
     Relation,
