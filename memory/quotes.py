@@ -3,7 +3,7 @@
 Pure Python. A *quote* of a deleted text is a verbatim run of it, at least `MIN_QUOTE`
 code points long (the whole text when it is shorter, down to `SHORTEST` code points):
 a card line, a run's transcript, a reply or a log entry holding such a run still holds
-the deleted words. Texts shorter than `SHORTEST` ("ok", "好的") are too common to be
+the deleted words. Texts shorter than `SHORTEST` (a bare "ok") are too common to be
 told apart from anyone else's words and are not looked for.
 """
 
