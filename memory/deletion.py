@@ -147,7 +147,7 @@ class _Plan:
             + [{"kind": "rel", "id": r.rid, "text": f"{r.from_id} {r.type} {r.to_id}"} for r in self.relations]
             + [{"kind": "reply", "id": m.mid, "text": m.content[:200]} for m in self.replies]
             + [
-                {"kind": "card", "id": line.key, "text": line.text, "section": line.section,
+                {"kind": "card", "id": line.key, "text": line.words, "section": line.section,
                  "effect": "quotes" if quotes else "cites"}
                 for line, quotes in self.card_lines
             ]
