@@ -2,6 +2,7 @@
 
 import pytest
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
+from django.contrib.admin.models import LogEntry
 from django.urls import reverse
 from django.utils import timezone
 
@@ -92,12 +93,15 @@ def test_the_admin_delete_view_goes_through_memory_deletion(admin_client, profil
     assert not RecallDocument.objects.filter(profile=profile).exists()
     with pytest.raises(MidTombstoned):
         archive_message(profile=profile, mid=message.mid, speaker="user", content="delete me via admin 🙂")
+    assert LogEntry.objects.count() == 1
+    assert "delete me" not in str(list(LogEntry.objects.values_list("object_repr", "change_message")))
 
 
 def test_the_admin_bulk_delete_goes_through_memory_deletion(admin_client, profile):
     a = archive_message(profile=profile, mid="c_00000000000000ab", speaker="user", content="first line to go").message
     b = archive_message(profile=profile, mid="c_00000000000000ac", speaker="user", content="second line to go").message
     act(admin_client, "message", "delete_selected", [a, b], post="yes")
+    assert "to go" not in str(list(LogEntry.objects.values_list("object_repr", flat=True)))
     assert not Message.objects.filter(profile=profile).exists()
     assert set(Tombstone.objects.values_list("object_id", flat=True)) == {a.mid, b.mid}
     assert not RecallDocument.objects.exists()
