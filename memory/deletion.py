@@ -179,10 +179,17 @@ def _cascade_plan(message: Message) -> _Plan:
 
 def _plan(message: Message) -> _Plan:
     plan = _cascade_plan(message)
-    quotes = Quotes(_persons_words([message]))
+    quotes = Quotes(_persons_words([message]), common=_said_elsewhere(message.profile_id, [message.pk]))
     plan.replies = quoting_replies(message.profile_id, quotes, exclude=[message.pk])
     plan.card_lines = citing_card_lines(message.profile_id, {message.slice.ref}, quotes)
     return plan
+
+
+def _said_elsewhere(profile_id: int, gone_ids: list[int]) -> Callable[[str], bool]:
+    """A run the person also said in a line that stays is their everyday wording, not a quote
+    of the deleted line: it is neither looked for in replies and cards nor blanked."""
+    others = Message.objects.filter(profile_id=profile_id, speaker=Message.Speaker.USER).exclude(pk__in=gone_ids)
+    return lambda run: others.filter(content__contains=run).exists()
 
 
 def _persons_words(messages) -> list[str]:
@@ -259,7 +266,7 @@ def slice_refs(slice_: Slice) -> list[dict]:
 
 def _slice_plan(slice_: Slice) -> _Plan:
     messages = list(Message.objects.filter(slice=slice_))
-    quotes = Quotes(_persons_words(messages))
+    quotes = Quotes(_persons_words(messages), common=_said_elsewhere(slice_.profile_id, [m.pk for m in messages]))
     plan = _Plan([], [], [], [], [])
     for m in messages:
         part = _cascade_plan(m)
@@ -306,8 +313,10 @@ def _forget_messages(profile_id: int, pairs: list[tuple[Message, _Plan]], *, rep
         gone += replies
     # The person's words are looked for wherever they may be quoted; the companion's own lines
     # (which quote the card and the person) only where they were copied whole (transcripts).
-    quotes = Quotes(_persons_words(gone))
-    records = Quotes(_persons_words(gone), whole=[m.content for m in gone if m.speaker != Message.Speaker.USER])
+    common = _said_elsewhere(profile_id, [m.pk for m in gone])
+    quotes = Quotes(_persons_words(gone), common=common)
+    records = Quotes(_persons_words(gone), whole=[m.content for m in gone if m.speaker != Message.Speaker.USER],
+                     common=common)
     slice_refs_ = {m.slice.ref for m, _ in pairs}
     done_exps: set[int] = set()
     for message, plan in todo:

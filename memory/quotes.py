@@ -9,7 +9,7 @@ told apart from anyone else's words and are not looked for.
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 DELETED = "[deleted]"
 MIN_QUOTE = 12
@@ -26,9 +26,14 @@ def min_quote(text: str) -> int:
 class Quotes:
     """The deleted texts; `found(s)` says whether `s` quotes one, `scrub(s)` blanks them."""
 
-    def __init__(self, texts: Iterable[str], *, whole: Iterable[str] = ()):
+    def __init__(self, texts: Iterable[str], *, whole: Iterable[str] = (),
+                 common: Callable[[str], bool] | None = None):
         """`texts`: any verbatim run of them counts; `whole`: only a copy of the whole text
-        (the companion's own lines, whose runs often quote the card or the person)."""
+        (the companion's own lines, whose runs often quote the card or the person).
+        `common(run)` says a run is everyday wording found elsewhere too ("I don't know what
+        to"), which is then not taken for a quote."""
+        self.common = common
+        self._common: dict[str, bool] = {}
         self.texts: list[tuple[str, int, set[str]]] = []
         for text, entire in [(t, False) for t in texts] + [(t, True) for t in whole]:
             text = (text or "").strip()
@@ -37,6 +42,7 @@ class Quotes:
             q = len(text) if entire else min(len(text), min_quote(text))
             grams = {text[i : i + q] for i in range(len(text) - q + 1)}
             self.texts.append((text, q, grams))
+        self._pieces = [self._pieces_of(text, q) for text, q, _ in self.texts]
 
     def __bool__(self) -> bool:
         return bool(self.texts)
@@ -44,14 +50,17 @@ class Quotes:
     def spans(self, s: str) -> list[tuple[int, int]]:
         """Maximal [start, end) runs of `s` that are verbatim runs of a deleted text."""
         found: list[tuple[int, int]] = []
-        for text, q, grams in self.texts:
+        for (text, q, grams), pieces in zip(self.texts, self._pieces, strict=True):
+            if not any(p in s for p in pieces):  # C-speed rejection: every quote holds a piece
+                continue
             i = 0
             while i <= len(s) - q:
                 if s[i : i + q] in grams:
                     j = i + q
                     while j < len(s) and s[i : j + 1] in text:
                         j += 1
-                    found.append((i, j))
+                    if not self._is_common(s[i:j]):
+                        found.append((i, j))
                     i = j
                 else:
                     i += 1
@@ -63,6 +72,13 @@ class Quotes:
             else:
                 merged.append((start, end))
         return merged
+
+    def _is_common(self, run: str) -> bool:
+        if self.common is None:
+            return False
+        if run not in self._common:
+            self._common[run] = self.common(run)
+        return self._common[run]
 
     def found(self, s: str | None) -> bool:
         return bool(s) and bool(self.spans(s))
@@ -91,14 +107,14 @@ class Quotes:
     def found_json(self, value) -> bool:
         return value is not None and self.found(json.dumps(value, ensure_ascii=False))
 
+    @staticmethod
+    def _pieces_of(text: str, q: int) -> list[str]:
+        if q == len(text):
+            return [text]
+        # A quote spans >= q code points; pieces of q//2 every q//2 steps: one lies inside.
+        size = q // 2
+        return [text[i : i + size] for i in range(0, len(text) - size + 1, size)]
+
     def chunks(self) -> list[str]:
         """Substrings one of which any quote contains: a database pre-filter (`LIKE`)."""
-        pieces: list[str] = []
-        for text, q, _ in self.texts:
-            if q == len(text):
-                pieces.append(text)
-                continue
-            # A quote spans >= q code points; pieces of q//2 every q//2 steps: one lies inside.
-            size = q // 2
-            pieces += [text[i : i + size] for i in range(0, len(text) - size + 1, size)]
-        return list(dict.fromkeys(pieces))
+        return list(dict.fromkeys(p for pieces in self._pieces for p in pieces))
