@@ -97,3 +97,14 @@ def test_the_briefing_names_removals_and_the_tool_refuses_to_write_them_back(pro
     assert rewrite_refusal(profile, card, "add_anchor_fact", {"text": "Plays the cello", "refs": [slice_.ref]}) is None
     assert [c.kind for c in person_changes(profile)] == ["removed"]
     assert json.dumps(run.steps)
+
+
+def test_everyday_wording_the_person_uses_elsewhere_is_not_a_quote(profile):
+    make_slice(profile, key="2026-08-10-0900", lines=[("user", "I don't know what to do about dinner tonight")],
+               at=timezone.now().replace(year=2026, month=8, day=10, hour=9, minute=0))
+    slice_ = make_slice(profile, lines=[("user", "I don't know what to do about the offer from Lyon"),
+                                        ("assistant", "I don't know what to tell you, sleep on it?")])
+    said = Message.objects.get(slice=slice_, speaker="user")
+    assert [r["kind"] for r in message_refs(said)] == []
+    delete_message(profile=profile, mid=said.mid, hard=True)
+    assert Message.objects.get(slice=slice_).content == "I don't know what to tell you, sleep on it?"
