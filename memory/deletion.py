@@ -1,7 +1,12 @@
-"""Deleting for good (SPEC D1-D5): hide, hard delete with tombstones, purge, prune.
+"""Deleting for good (SPEC D1-D7): hide, hard delete with tombstones, purge, prune.
 
 Every hard delete runs in one transaction that also tombstones each removed record and
-makes the recall index forget the message, so deleted text can never be recalled (D3).
+makes the recall index forget the message, so deleted text can never be recalled (D3), and
+takes the deleted words out of every derived layer (D6): quoting replies (deleted, or kept
+with "[deleted]"), card lines (quoting ones always, citing ones when the person chose them,
+recorded as a `forget` run, D7), snapshots, runs, logs, experiences, legacy rows. Derived
+rows of a message are removed in one place, `remove_derived_rows`. After the commit the
+database files are made to forget too (`reclaim_space`).
 """
 
 import logging
