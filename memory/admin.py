@@ -1,10 +1,20 @@
 """Admin for every memory model: the columns that matter, search, profile/status/deleted filters."""
 
 from django.contrib import admin
+from django.contrib.admin.models import DELETION, LogEntry
+from django.contrib.contenttypes.models import ContentType
 from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext_lazy as _
 
 from memory import admin_actions
+from memory.deletion import (
+    delete_profile,
+    delete_slice,
+    hard_delete_message,
+    purge_experience,
+    purge_highlight,
+    purge_relation,
+)
 from memory.models import (
     Card,
     CardSnapshot,
@@ -34,28 +44,88 @@ class DeletedFilter(admin.SimpleListFilter):
     parameter_name = "deleted"
 
     def lookups(self, request, model_admin):
-        return [("live", _("live")), ("soft", _("soft-deleted"))]
+        return [("live", _("live")), ("soft", _("soft-deleted")), ("unreviewed", _("soft-deleted, not reviewed"))]
 
     def queryset(self, request, queryset):
         if self.value() == "live":
             return queryset.filter(deleted_at__isnull=True)
+        if self.value() == "unreviewed":
+            return queryset.filter(deleted_at__isnull=False, reviewed_at__isnull=True)
         if self.value() == "soft":
             return queryset.filter(deleted_at__isnull=False)
         return queryset
 
 
 PROFILE_FILTER = ("profile", admin.RelatedOnlyFieldListFilter)
+SOFT_DELETE_ACTIONS = [admin_actions.purge_soft_deleted, admin_actions.keep_soft_deleted, admin_actions.restore_soft_deleted]
+
+
+class ForgetThroughMemory(admin.ModelAdmin):
+    """D6: the admin's delete view and its bulk "delete selected" go through memory.deletion
+    (tombstones, index clean-up, files, cascades, derived text), never a bare SQL delete."""
+
+    def forget(self, obj) -> None:
+        raise NotImplementedError
+
+    def delete_model(self, request, obj):
+        self.forget(obj)
+
+    def log_deletions(self, request, queryset):
+        # The admin log must not keep a copy of what was deleted: no str(obj) (a message's
+        # starts with its words), only the kind and the row id (D6).
+        return [
+            LogEntry.objects.create(
+                user_id=request.user.pk, content_type_id=ContentType.objects.get_for_model(obj).pk,
+                object_id=str(obj.pk), object_repr=f"{obj._meta.verbose_name} #{obj.pk}",
+                action_flag=DELETION, change_message="deleted for good through memory.deletion",
+            )
+            for obj in queryset
+        ]
+
+    def response_delete(self, request, obj_display, obj_id):
+        return super().response_delete(request, f"#{obj_id}", obj_id)
+
+    def get_deleted_objects(self, objs, request):
+        # The derived rows (index, fragments) are read-only here but go with memory.deletion,
+        # so the admin's own per-model delete permission does not apply to them.
+        deleted, counts, _perms_needed, protected = super().get_deleted_objects(objs, request)
+        return deleted, counts, set(), protected
+
+    def delete_queryset(self, request, queryset):
+        for pk in list(queryset.values_list("pk", flat=True)):
+            obj = queryset.model.objects.filter(pk=pk).first()
+            if obj is not None:  # an earlier row's cascade may have taken it
+                self.forget(obj)
+
+
+class ReadOnlyContent:
+    """Archived content is read-only in the admin: a change would leave the index and every
+    derived layer stale (D6)."""
+
+    def has_add_permission(self, request):
+        return False
+
+    def get_readonly_fields(self, request, obj=None):
+        return [f.name for f in self.model._meta.concrete_fields if f.name not in self.editable_fields]
+
+    editable_fields: tuple[str, ...] = ()
 
 
 @admin.register(Profile)
-class ProfileAdmin(admin.ModelAdmin):
+class ProfileAdmin(ForgetThroughMemory):
+    def forget(self, obj):
+        delete_profile(obj)
+
     list_display = ["key", "name", "user", "language", "proactive_enabled", "created_at"]
     list_filter = ["language", "proactive_enabled"]
     search_fields = ["key", "name", "user__username"]
 
 
 @admin.register(Slice)
-class SliceAdmin(admin.ModelAdmin):
+class SliceAdmin(ReadOnlyContent, ForgetThroughMemory):
+    def forget(self, obj):
+        delete_slice(obj)
+
     list_display = ["key", "profile", "started_at", "last_message_at", "ended_at", "close_reason"]
     list_filter = [PROFILE_FILTER, "close_reason"]
     search_fields = ["key"]
@@ -70,13 +140,16 @@ class SliceLogEntryAdmin(admin.ModelAdmin):
 
 
 @admin.register(Message)
-class MessageAdmin(admin.ModelAdmin):
+class MessageAdmin(ReadOnlyContent, ForgetThroughMemory):
+    def forget(self, obj):
+        hard_delete_message(obj, force=True)
+
     list_display = ["mid", "profile", "speaker", "message_type", "short_content", "created_at", "status", "deleted_at"]
     list_filter = [PROFILE_FILTER, "speaker", "message_type", "status", DeletedFilter]
     search_fields = ["mid", "content", "legacy_key"]
     date_hierarchy = "created_at"
     raw_id_fields = ["slice"]
-    actions = [admin_actions.purge_soft_deleted, admin_actions.restore_soft_deleted]
+    actions = SOFT_DELETE_ACTIONS
 
     @admin.display(description=_("content"))
     def short_content(self, obj):
@@ -84,12 +157,17 @@ class MessageAdmin(admin.ModelAdmin):
 
 
 @admin.register(Highlight)
-class HighlightAdmin(admin.ModelAdmin):
+class HighlightAdmin(ReadOnlyContent, ForgetThroughMemory):
+    editable_fields = ("flagged",)
+
+    def forget(self, obj):
+        purge_highlight(obj)
+
     list_display = ["hid", "profile", "mid", "short_content", "source", "flagged", "deleted_at"]
     list_filter = [PROFILE_FILTER, "source", DeletedFilter]
     search_fields = ["hid", "mid", "content"]
     raw_id_fields = ["message"]
-    actions = [admin_actions.purge_soft_deleted, admin_actions.restore_soft_deleted]
+    actions = SOFT_DELETE_ACTIONS
 
     @admin.display(description=_("content"))
     def short_content(self, obj):
@@ -119,7 +197,10 @@ class ExperienceHistoryInline(admin.TabularInline):
 
 
 @admin.register(Experience)
-class ExperienceAdmin(admin.ModelAdmin):
+class ExperienceAdmin(ForgetThroughMemory):
+    def forget(self, obj):
+        purge_experience(obj)
+
     list_display = ["eid", "profile", "title", "status", "time_certainty", "event_time", "recorded_at", "invalid_at", "flagged", "deleted_at"]
     list_filter = [PROFILE_FILTER, "status", "time_certainty", DeletedFilter]
     search_fields = ["eid", "title", "content"]
@@ -127,8 +208,7 @@ class ExperienceAdmin(admin.ModelAdmin):
     actions = [
         admin_actions.confirm_experiences,
         admin_actions.reject_experiences,
-        admin_actions.purge_soft_deleted,
-        admin_actions.restore_soft_deleted,
+        *SOFT_DELETE_ACTIONS,
     ]
 
 
@@ -141,19 +221,34 @@ class ExperienceHistoryAdmin(admin.ModelAdmin):
 
 
 @admin.register(Relation)
-class RelationAdmin(admin.ModelAdmin):
+class RelationAdmin(ForgetThroughMemory):
+    def forget(self, obj):
+        purge_relation(obj)
+
     list_display = ["rid", "profile", "from_id", "type", "to_id", "flagged", "deleted_at"]
     list_filter = [PROFILE_FILTER, "type", DeletedFilter]
     search_fields = ["rid", "from_id", "to_id"]
     raw_id_fields = ["from_highlight", "from_experience", "to_highlight", "to_experience"]
-    actions = [admin_actions.purge_soft_deleted, admin_actions.restore_soft_deleted]
+    actions = SOFT_DELETE_ACTIONS
 
 
 @admin.register(Tombstone)
 class TombstoneAdmin(admin.ModelAdmin):
+    """Read-only: a tombstone removed by hand would let a deleted record be re-imported;
+    `manage.py prune_tombstones` removes the expired ones (D5)."""
+
     list_display = ["kind", "object_id", "profile", "deleted_at", "expires_at", "content_hash"]
     list_filter = [PROFILE_FILTER, "kind"]
     search_fields = ["object_id", "content_hash", "legacy_key"]
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
 
 
 @admin.register(Card)
@@ -214,7 +309,12 @@ class EvolutionRunAdmin(admin.ModelAdmin):
 
 
 @admin.register(LegacyFragment)
-class LegacyFragmentAdmin(admin.ModelAdmin):
+class LegacyFragmentAdmin(ReadOnlyContent, admin.ModelAdmin):
+    """Read-only, never deleted here: a fragment goes with its message (memory.deletion)."""
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
     list_display = ["key", "profile", "role", "ts", "disposition", "message"]
     list_filter = [PROFILE_FILTER, "disposition", "role"]
     search_fields = ["key", "content", "fingerprint"]
@@ -253,6 +353,9 @@ class RecallDocumentAdmin(admin.ModelAdmin):
     def has_change_permission(self, request, obj=None):
         return False
 
+    def has_delete_permission(self, request, obj=None):
+        return False
+
 
 class _DerivedRecallAdmin(admin.ModelAdmin):
     """Recall statistics, read-only: kept by memory.recall.index with every archive write."""
@@ -263,6 +366,9 @@ class _DerivedRecallAdmin(admin.ModelAdmin):
         return False
 
     def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
         return False
 
 

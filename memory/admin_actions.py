@@ -5,7 +5,7 @@ from django.template.response import TemplateResponse
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
-from memory.deletion import message_refs, purge_records, restore_records
+from memory.deletion import keep_records, message_refs, purge_records, restore_records
 from memory.models import ExperienceHistory, Message
 
 
@@ -55,7 +55,34 @@ def purge_soft_deleted(modeladmin, request, queryset):
     return TemplateResponse(request, "admin/memory/purge_confirmation.html", context)
 
 
-@admin.action(description=_("Keep selected: restore soft-deleted rows"), permissions=["change"])
+@admin.action(description=_("Keep selected deleted: mark the soft deletes reviewed"), permissions=["change"])
+def keep_soft_deleted(modeladmin, request, queryset):
+    """D4 "keep": they stay deleted and out of recall; only `reviewed_at` is set."""
+    kept = keep_records(queryset)
+    modeladmin.message_user(
+        request, gettext("Kept %(count)d row(s) deleted and marked them reviewed.") % {"count": kept}, messages.SUCCESS
+    )
+
+
+@admin.action(description=_("Restore selected soft-deleted rows (undo the delete)…"), permissions=["change"])
 def restore_soft_deleted(modeladmin, request, queryset):
-    restored = restore_records(queryset)
-    modeladmin.message_user(request, gettext("Restored %(count)d row(s).") % {"count": restored}, messages.SUCCESS)
+    """D4 "restore": explicit, after a confirmation page listing what comes back into recall."""
+    soft = queryset.filter(deleted_at__isnull=False)
+    if request.POST.get("post") == "yes":
+        restored = restore_records(soft)
+        modeladmin.message_user(
+            request,
+            gettext("Restored %(count)d row(s): they are live again and back in recall.") % {"count": restored},
+            messages.SUCCESS,
+        )
+        return None
+    context = {
+        **modeladmin.admin_site.each_context(request),
+        "title": gettext("Restore soft-deleted rows?"),
+        "opts": modeladmin.model._meta,
+        "soft": soft.count(),
+        "rows": soft[:50],
+        "ids": list(queryset.values_list("pk", flat=True)),
+        "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
+    }
+    return TemplateResponse(request, "admin/memory/restore_confirmation.html", context)

@@ -11,11 +11,21 @@ from django.utils import timezone
 
 from memory.clock import is_zone, local_clock
 from memory.hashing import content_hash
-from memory.models import Message, Profile, Slice
+from memory.models import Message, Profile, Slice, Tombstone
 from memory.recall.index import index_messages
 
 log = logging.getLogger(__name__)
 LOCKED_RETRIES = 3  # attempts of one archive write when SQLite reports the database locked
+
+
+class MidTombstoned(Exception):
+    """The mid was deleted for good (D2, D6): a resend or a second device cannot bring it back."""
+
+    code = "mid_deleted"
+
+    def __init__(self, mid: str):
+        self.mid = mid
+        super().__init__(f"mid_deleted: message {mid} was deleted for good and cannot be archived again")
 
 
 class MidConflict(Exception):
@@ -88,6 +98,8 @@ def _store(
             if connection.features.has_select_for_update:
                 # Serialise writers of one profile (PostgreSQL; SQLite's IMMEDIATE already does).
                 Profile.objects.select_for_update().filter(pk=profile.pk).first()
+            if Tombstone.objects.filter(profile=profile, kind=Tombstone.Kind.MESSAGE, object_id=mid).exists():
+                raise MidTombstoned(mid)
             slice_, closed = _slice_for(profile, created_at, clock, new_conversation)
             message = Message.objects.create(
                 profile=profile,

@@ -113,6 +113,16 @@ def add_favourite(*, profile: Profile, message: Message, excerpt: str = "") -> F
     return favourite
 
 
+def remove_favourite(favourite: Favourite) -> None:
+    """Unfavourite (C2): the favourite goes, and its highlight with its relations (C7, a soft
+    delete) unless another favourite still rests on it. The message stays."""
+    with transaction.atomic():
+        highlight = favourite.highlight
+        favourite.delete()
+        if highlight is not None and not Favourite.objects.filter(highlight=highlight).exists():
+            highlight.soft_delete()
+
+
 # --- experiences (C3-C5) --------------------------------------------------------------
 
 

@@ -21,8 +21,8 @@ from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from PIL import Image, UnidentifiedImageError
 
-from memory.archive import Archived, MidConflict, archive_message
-from memory.models import Message, Profile
+from memory.archive import Archived, MidConflict, MidTombstoned, archive_message
+from memory.models import Message, Profile, Tombstone
 
 log = logging.getLogger(__name__)
 
@@ -130,6 +130,8 @@ def store_image_message(
     file; a different caption is a MidConflict (A2). Files written for a write that did not
     happen are removed again."""
     checked = check_image(data, name=name)
+    if Tombstone.objects.filter(profile=profile, kind=Tombstone.Kind.MESSAGE, object_id=mid).exists():
+        raise MidTombstoned(mid)  # checked before any file is written (D6)
     existing = Message.objects.filter(profile=profile, mid=mid).first()
     if existing is not None:
         if existing.content != caption:

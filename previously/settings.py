@@ -169,7 +169,7 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         # busy timeout instead of failing half-way through a transaction.
         "transaction_mode": "IMMEDIATE",
         "timeout": 20,
-        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA secure_delete=ON;",
     }
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-previously.sqlite3")}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"

@@ -38,6 +38,9 @@ NO_SLICE = "none"  # header value of a card that has never been evolved
 NEVER = "never"
 
 REF_SHAPE = "YYYY/MM/DD/HHMM"
+# K16: a line the person wrote by hand cites them, "[you]", instead of a slice. Only the card
+# page's resolver accepts it; the agent's resolves refs to slices, so it cannot claim it.
+PERSON_REF = "you"
 _REF_RE = re.compile(r"\d{4}/\d{2}/\d{2}/\d{4}")
 _DAY_RE = re.compile(r"\d{4}-\d{2}-\d{2}")
 _SLICE_RE = re.compile(r"\d{4}-\d{2}-\d{2}-\d{4}")
@@ -140,7 +143,10 @@ def stamp(card: Card, *, active_slice: str, at: datetime) -> Card:
 
 
 def is_ref(ref: object) -> bool:
-    """True for a real local time written YYYY/MM/DD/HHMM (a slice id with slashes)."""
+    """True for a real local time written YYYY/MM/DD/HHMM (a slice id with slashes), or the
+    person's own ref `[you]` (K16)."""
+    if ref == PERSON_REF:
+        return True
     return (
         isinstance(ref, str)
         and _REF_RE.fullmatch(ref) is not None

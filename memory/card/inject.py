@@ -10,7 +10,7 @@ life of the slice, and re-renders only on a deliberate cache break (K10).
 from datetime import UTC, date, datetime
 from typing import Literal
 
-from .format import NEVER, Card, render_with
+from .format import NEVER, PERSON_REF, Card, render_with
 
 Language = Literal["zh", "en"]
 
@@ -32,6 +32,8 @@ def render_injected(card: Card, *, now: datetime, language: str) -> str:
         return f"{value.isoformat()} ({when})"
 
     def ref(value: str) -> str:
+        if value == PERSON_REF:  # K16: written by the person, a directive to respect
+            return f"[{value}] (本人亲自写的)" if lang == "zh" else f"[{value}] (written by the person)"
         local = datetime.strptime(value, "%Y/%m/%d/%H%M").date()  # slice ids are local time
         return f"[{value}] ({relative_day(local, today=today, language=lang)})"
 

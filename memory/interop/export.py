@@ -25,6 +25,7 @@ from memory.models import (
     Experience,
     ExperienceHistory,
     ExperienceSource,
+    Favourite,
     Highlight,
     LegacyFragment,
     LegacyMeta,
@@ -111,6 +112,11 @@ def export_profile(profile: Profile) -> dict:
             for s in CardSnapshot.objects.filter(profile=profile).select_related("slice")
         ],
         "tombstones": [_row(t, TOMBSTONE_FIELDS) for t in Tombstone.objects.filter(profile=profile)],
+        "favourites": [
+            {"mid": f.message.mid, "excerpt": f.excerpt, "hid": f.highlight.hid if f.highlight else None,
+             "created_at": _iso(f.created_at)}
+            for f in Favourite.objects.filter(profile=profile).select_related("message", "highlight").order_by("created_at", "id")
+        ],
     }
 
 
@@ -138,10 +144,24 @@ def _kv_entry(key: str, value, extra: dict, **defaults) -> dict:
     return item
 
 
+def _own_key(key: str, profile: Profile) -> str:
+    """A legacy key under the profile the record belongs to now: a record imported under
+    `owner` because its profile failed P1's regex exports as owner's, not under the old key."""
+    family = key.split(":", 1)[0]
+    if family not in ("msg", "mem", "hl", "exp", "rel", "tomb") or ":" not in key:
+        return key  # mem_<ts> (v0) and meta keys have no profile part
+    tail = key.split(":")[-2 if family == "tomb" else -1:]
+    own = ":".join([family, profile.key, *tail])
+    return key if key == own else own
+
+
 def _msg_entry(profile: Profile, m: Message) -> dict:
     extra = m.legacy_extra or {}
     if m.legacy_key.startswith("msg:"):
-        return _kv_entry(m.legacy_key, shapes.write_value("msg", m.__dict__, extra), extra)
+        value = shapes.write_value("msg", m.__dict__, extra)
+        if "profile_id" in value:
+            value["profile_id"] = profile.key
+        return _kv_entry(_own_key(m.legacy_key, profile), value, extra)
     # Born from an orphan fragment or written by the new app: its own id, the legacy shape.
     cols = dict(m.__dict__)
     value = shapes.write_value("msg", cols, {})
@@ -155,7 +175,7 @@ def export_kv(*, profiles: Iterable[Profile]) -> Iterator[dict]:
         p = profile.key
         for t in Tombstone.objects.filter(profile=profile):
             extra = t.legacy_extra or {}
-            key = t.legacy_key or f"tomb:{p}:{t.kind}:{t.object_id}"
+            key = _own_key(t.legacy_key, profile) if t.legacy_key else f"tomb:{p}:{t.kind}:{t.object_id}"
             yield _kv_entry(key, shapes.write_value("tomb", t.__dict__, extra), extra,
                             expiration=int(t.expires_at.timestamp()))
         for m in Message.objects.filter(profile=profile).select_related("slice").order_by("created_at", "id").iterator(2000):
@@ -164,22 +184,24 @@ def export_kv(*, profiles: Iterable[Profile]) -> Iterator[dict]:
             disposition=LegacyFragment.Disposition.SUPPRESSED
         ).iterator(2000):
             extra = f.legacy_extra or {}
-            yield _kv_entry(f.key, shapes.write_value("mem", f.__dict__, extra), extra)
+            yield _kv_entry(_own_key(f.key, profile), shapes.write_value("mem", f.__dict__, extra), extra)
         for h in Highlight.objects.filter(profile=profile):
             extra = h.legacy_extra or {}
             value = shapes.write_value("hl", h.__dict__, extra)
             if not h.legacy_key:
                 value["source"] = h.source
-            yield _kv_entry(h.legacy_key or f"hl:{p}:{h.hid}", value, extra)
+            yield _kv_entry(_own_key(h.legacy_key, profile) if h.legacy_key else f"hl:{p}:{h.hid}", value, extra)
         for e in Experience.objects.filter(profile=profile).prefetch_related(
             Prefetch("source_links", queryset=ExperienceSource.objects.order_by("position"))
         ):
             extra = e.legacy_extra or {}
             cols = {**e.__dict__, "source_mids": [s.mid for s in e.source_links.all()]}
-            yield _kv_entry(e.legacy_key or f"exp:{p}:{e.eid}", shapes.write_value("exp", cols, extra), extra)
+            yield _kv_entry(_own_key(e.legacy_key, profile) if e.legacy_key else f"exp:{p}:{e.eid}",
+                            shapes.write_value("exp", cols, extra), extra)
         for r in Relation.objects.filter(profile=profile):
             extra = r.legacy_extra or {}
-            yield _kv_entry(r.legacy_key or f"rel:{p}:{r.rid}", shapes.write_value("rel", r.__dict__, extra), extra)
+            yield _kv_entry(_own_key(r.legacy_key, profile) if r.legacy_key else f"rel:{p}:{r.rid}",
+                            shapes.write_value("rel", r.__dict__, extra), extra)
         for meta in LegacyMeta.objects.filter(profile=profile):
             yield _meta_entry(meta)
 

@@ -15,6 +15,7 @@ from memory.models import (
     Experience,
     ExperienceHistory,
     ExperienceSource,
+    Favourite,
     Highlight,
     LegacyFragment,
     LegacyMeta,
@@ -27,7 +28,7 @@ from memory.models import (
 from memory.models.archive import PROFILE_KEY_RE
 
 KINDS = ("tombstones", "slices", "messages", "legacy_fragments", "highlights", "experiences", "relations",
-         "legacy_meta", "card", "card_snapshots")
+         "legacy_meta", "card", "card_snapshots", "favourites")
 COLUMNS = ("read", "created", "existing", "tombstoned")
 
 
@@ -273,8 +274,14 @@ def _import_profile(pdata: dict, *, user, report: FullReport) -> None:
     card = pdata.get("card")
     if card:
         report.add("card", "read")
-        if Card.objects.filter(profile=profile).exists():
+        existing = Card.objects.filter(profile=profile).first()
+        if existing is not None and existing.text.strip():
             report.add("card", "existing")
+        elif existing is not None:  # an empty row (opening /card/ makes one) takes the card
+            existing.text, existing.format = card.get("text") or "", card.get("format") or "v5"
+            existing.version = max(existing.version, card.get("version") or 0)
+            existing.save(update_fields=["text", "format", "version", "updated_at"])
+            report.add("card", "created")
         else:
             Card.objects.create(profile=profile, text=card.get("text") or "", format=card.get("format") or "v5",
                                 version=card.get("version") or 0)
@@ -291,6 +298,19 @@ def _import_profile(pdata: dict, *, user, report: FullReport) -> None:
                                       card_version=s.get("card_version") or 0))
         report.add("card_snapshots", "created")
     CardSnapshot.objects.bulk_create(snapshots, batch_size=BATCH)
+
+    have_fav = set(Favourite.objects.filter(profile=profile).values_list("message__mid", "excerpt"))
+    favs = []
+    for f in pdata.get("favourites", []):
+        report.add("favourites", "read")
+        if (f["mid"], f.get("excerpt") or "") in have_fav or f["mid"] not in mids:
+            report.add("favourites", "tombstoned" if ("msg", f["mid"]) in tombs else "existing")
+            continue
+        have_fav.add((f["mid"], f.get("excerpt") or ""))
+        favs.append(Favourite(profile=profile, message_id=mids[f["mid"]], excerpt=f.get("excerpt") or "",
+                              highlight_id=hids.get(f.get("hid"))))
+        report.add("favourites", "created")
+    Favourite.objects.bulk_create(favs, batch_size=BATCH)
 
 
 def counts_by_kind(report: FullReport) -> dict:

@@ -50,7 +50,12 @@ from memory.models import (
     Slice,
     Tombstone,
 )
-from memory.models.archive import DEFAULT_PROFILE_KEY, PROFILE_KEY_RE
+from memory.models.archive import (
+    DEFAULT_PROFILE_KEY,
+    LEGACY_V0_PREFIX,
+    PROFILE_KEY_RE,
+    legacy_readable,
+)
 from memory.models.deletion import tombstone_expiry
 from memory.recall.index import index_messages, optimize_index
 
@@ -736,6 +741,10 @@ def _plan_messages(by_family, plan_for, report: Report, contents: dict) -> None:
             p.messages.append(msg)
             report.add(fam, "created")
 
+        kept_aside = sum(1 for m in p.messages if m.legacy_key.startswith(LEGACY_V0_PREFIX))
+        if kept_aside and not legacy_readable():
+            report.note(f"profile {pkey}: MEM_READ_LEGACY=0 — {kept_aside} line(s) from mem_ records kept aside:"
+                        " stored, but neither recalled nor shown until MEM_READ_LEGACY=1 (SPEC P3)")
         unmatched = sum(
             1 for entries in index.values() for e in entries if e[4] == 0 and not e[2] and e[3] in planned
         )

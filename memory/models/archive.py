@@ -231,7 +231,30 @@ class SliceLogEntry(models.Model):
         return f"{self.slice} {self.kind}: {self.summary}"
 
 
+# P3: lines that came from the oldest legacy records (`mem_<ts>_<rand>`, no profile, imported
+# under `owner`) are readable only while MEM_READ_LEGACY is on; off, they are kept but neither
+# recalled nor shown.
+LEGACY_V0_PREFIX = "mem_"
+
+
+def legacy_readable() -> bool:
+    return bool(settings.MEM_READ_LEGACY)
+
+
+def legacy_sql(alias: str = "") -> str:
+    """The SQL condition (with a leading AND) that hides legacy v0 lines when they are not readable."""
+    if legacy_readable():
+        return ""
+    column = f"{alias}.legacy_key" if alias else "legacy_key"
+    return f" AND substr({column}, 1, 4) <> '{LEGACY_V0_PREFIX}'"
+
+
 class MessageQuerySet(ProfileScopedQuerySet):
+    def live(self):
+        """Rows not soft-deleted, and not legacy v0 lines while MEM_READ_LEGACY is off (P3)."""
+        qs = super().live()
+        return qs if legacy_readable() else qs.exclude(legacy_key__startswith=LEGACY_V0_PREFIX)
+
     def in_slice(self, slice_):
         return self.filter(slice=slice_)
 
@@ -264,7 +287,8 @@ class MessageManager(models.Manager.from_queryset(MessageQuerySet)):
         `limit`, newest first: `live().in_slice().filter(status=COMPLETE, created_at__lte=…)`."""
         sql = (
             "SELECT * FROM memory_message WHERE slice_id = %s AND deleted_at IS NULL AND status = %s"
-            " AND created_at <= %s AND id <> %s AND message_type <> %s ORDER BY created_at DESC, id DESC LIMIT %s"
+            " AND created_at <= %s AND id <> %s AND message_type <> %s" + legacy_sql()
+            + " ORDER BY created_at DESC, id DESC LIMIT %s"
         )
         params = [
             message.slice_id, Message.Status.COMPLETE,
@@ -280,7 +304,7 @@ class MessageManager(models.Manager.from_queryset(MessageQuerySet)):
         columns = ", ".join(f.column for f in Message._meta.concrete_fields if f.attname not in defer)
         sql = (
             f"SELECT {columns} FROM memory_message WHERE profile_id = %s AND deleted_at IS NULL"
-            f" AND message_type <> %s AND id IN ({', '.join(['%s'] * len(ids))})"
+            f" AND message_type <> %s AND id IN ({', '.join(['%s'] * len(ids))})" + legacy_sql()
         )
         return list(self.raw(sql, [profile_id, Message.Type.SYSTEM, *ids]))
 
@@ -330,6 +354,8 @@ class Message(models.Model):
     source_id = models.CharField(max_length=128, blank=True, verbose_name=_("source id"))
     sync_status = models.CharField(max_length=32, blank=True, verbose_name=_("sync status"))
     deleted_at = models.DateTimeField(null=True, blank=True, verbose_name=_("deleted at"))
+    # D4: an admin reviewed this historic soft delete and kept it deleted ("keep").
+    reviewed_at = models.DateTimeField(null=True, blank=True, verbose_name=_("reviewed at"))
     attachment = models.JSONField(null=True, blank=True, verbose_name=_("attachment"))
     # Legacy identity (A6): the KV key it came from and strHash(profile|content).
     legacy_key = models.CharField(max_length=300, blank=True, verbose_name=_("legacy key"))

@@ -53,6 +53,8 @@ class EvolutionRunTrigger(models.TextChoices):
     EXPLICIT = "explicit", _("explicit request")
     MIGRATION = "migration", _("format migration")
     MANUAL = "manual", _("manual")
+    FORGET = "forget", _("removed with a deleted line")  # D7: the person chose, or the line quoted it
+    HAND = "hand_edit", _("edited by hand")  # K16: the person corrected the card
 
 
 class EvolutionRunStatus(models.TextChoices):

@@ -76,6 +76,8 @@ class Highlight(models.Model):
     source = models.CharField(max_length=10, choices=Source.choices, default=Source.USER, verbose_name=_("source"))
     created_at = models.DateTimeField(verbose_name=_("created at"))
     deleted_at = models.DateTimeField(null=True, blank=True, verbose_name=_("deleted at"))
+    # D4: an admin reviewed this historic soft delete and kept it deleted ("keep").
+    reviewed_at = models.DateTimeField(null=True, blank=True, verbose_name=_("reviewed at"))
     # Non-empty: imported with a broken reference (LEGACY_KV 6); never used in recall.
     flagged = models.CharField(max_length=200, blank=True, verbose_name=_("flagged"))
     legacy_key = models.CharField(max_length=300, blank=True, verbose_name=_("legacy key"))
@@ -194,6 +196,8 @@ class Experience(models.Model):
     invalid_at = models.DateTimeField(null=True, blank=True, verbose_name=_("invalid at"))
     updated_at = models.DateTimeField(auto_now=True, verbose_name=_("updated at"))
     deleted_at = models.DateTimeField(null=True, blank=True, verbose_name=_("deleted at"))
+    # D4: an admin reviewed this historic soft delete and kept it deleted ("keep").
+    reviewed_at = models.DateTimeField(null=True, blank=True, verbose_name=_("reviewed at"))
     flagged = models.CharField(max_length=200, blank=True, verbose_name=_("flagged"))
     legacy_key = models.CharField(max_length=300, blank=True, verbose_name=_("legacy key"))
     legacy_extra = models.JSONField(default=dict, blank=True, verbose_name=_("legacy extra"))
@@ -480,6 +484,8 @@ class Relation(models.Model):
     )
     created_at = models.DateTimeField(verbose_name=_("created at"))
     deleted_at = models.DateTimeField(null=True, blank=True, verbose_name=_("deleted at"))
+    # D4: an admin reviewed this historic soft delete and kept it deleted ("keep").
+    reviewed_at = models.DateTimeField(null=True, blank=True, verbose_name=_("reviewed at"))
     flagged = models.CharField(max_length=200, blank=True, verbose_name=_("flagged"))
     legacy_key = models.CharField(max_length=300, blank=True, verbose_name=_("legacy key"))
     legacy_extra = models.JSONField(default=dict, blank=True, verbose_name=_("legacy extra"))

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from django.db import connection
 
 from memory.models import Message, RecallDocument
+from memory.models.archive import legacy_sql
 from memory.recall.tokenize import tokenize
 
 _CHUNK = 500
@@ -203,7 +204,7 @@ def candidates(profile_id: int, terms: Sequence[str], limit: int) -> list[Candid
             " WHERE memory_recall_fts MATCH %s ORDER BY bm25(memory_recall_fts) LIMIT %s) c"
             " JOIN memory_recalldocument d ON d.message_id = c.id"
             " JOIN memory_message m ON m.id = d.message_id"
-            " WHERE d.profile_id = %s AND m.deleted_at IS NULL ORDER BY c.s DESC, d.pos DESC"
+            " WHERE d.profile_id = %s AND m.deleted_at IS NULL" + legacy_sql("m") + " ORDER BY c.s DESC, d.pos DESC"
         )
         params = [match, limit, profile_id]
     elif connection.vendor == "postgresql":
@@ -213,7 +214,7 @@ def candidates(profile_id: int, terms: Sequence[str], limit: int) -> list[Candid
             f"SELECT {_DOC_COLUMNS},"
             " ts_rank(array_to_tsvector(string_to_array(d.tokens, ' ')), %s::tsquery) AS s"
             " FROM memory_recalldocument d JOIN memory_message m ON m.id = d.message_id"
-            " WHERE d.profile_id = %s AND m.deleted_at IS NULL"
+            " WHERE d.profile_id = %s AND m.deleted_at IS NULL" + legacy_sql("m") +
             " AND array_to_tsvector(string_to_array(d.tokens, ' ')) @@ %s::tsquery"
             " ORDER BY s DESC, d.pos DESC LIMIT %s"
         )

@@ -28,6 +28,7 @@ from memory.card.store import (
 )
 from memory.clock import local_clock
 from memory.models import EvolutionRun, Profile, Slice
+from memory.person_edits import person_changes
 from memory.recall import experiences_for_review
 from previously.agent import tools
 from previously.agent.analyzer import worth_evolving
@@ -362,6 +363,13 @@ def briefing(run: EvolutionRun, card: Card) -> str:
     note = _note(run)
     if note:
         parts.append(f"Note: {note}")
+    changes = person_changes(profile)
+    if changes:
+        parts.append(
+            "The person's own changes to the card — respect them; the tools refuse to undo them "
+            "without a newer conversation in refs:\n"
+            + "\n".join(f"- {c.at:%Y-%m-%d} {c.kind} ({c.section}): {c.words}" for c in changes)
+        )
     parts.append("Card usage:\n" + usage(card))
     found = flags(card, today=today)
     parts.append("Flagged items:\n" + ("\n".join(f"- {f.message}" for f in found) if found else "(none)"))

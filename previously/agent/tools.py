@@ -29,6 +29,7 @@ from memory.models import (
     Slice,
     SliceLogEntry,
 )
+from memory.person_edits import rewrite_refusal
 
 # Kept compact (issue 19): a small local model reads every schema on every agent call.
 REF = {"type": "string", "pattern": r"^\d{4}/\d{2}/\d{2}/\d{4}$"}
@@ -189,6 +190,9 @@ def dispatch(ctx: Context, name: str, raw_arguments: str) -> Outcome:
 
 def _mutation_handler(name: str) -> Callable[[Context, dict], Outcome]:
     def handle(ctx: Context, arguments: dict) -> Outcome:
+        refusal = rewrite_refusal(ctx.profile, ctx.card, name, arguments)  # D7, K16: the person's say
+        if refusal:
+            return Outcome(False, f"refused: {refusal}", mutation=True)
         result = apply_tool(ctx.card, name, arguments, refs_exist=ctx.refs_exist)
         if result.accepted:
             ctx.card = result.card

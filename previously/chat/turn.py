@@ -19,7 +19,7 @@ from django.utils import timezone
 from django.utils.text import format_lazy
 from django.utils.translation import gettext, gettext_lazy, pgettext
 
-from memory.archive import MidConflict, archive_message
+from memory.archive import MidConflict, MidTombstoned, archive_message
 from memory.card.store import injected_card_for, refresh_injected_card
 from memory.clock import LocalClock, local_clock
 from memory.curation import HighlightRefused, add_highlight, contradictions
@@ -254,6 +254,11 @@ async def handle_send(profile: Profile, data: dict, send: Send) -> None:
         return
     try:
         archived = await _archive_user(profile, frame)
+    except MidTombstoned as exc:
+        await send(render("gone", target=f"msg-{frame.mid}") + notice(format_lazy(
+            gettext_lazy("{mid} was deleted for good; it is not stored again."), mid=exc.mid
+        ), lang=lang))
+        return
     except MidConflict as exc:
         await send(render("gone", target=f"msg-{frame.mid}") + notice(format_lazy(
             gettext_lazy("mid_conflict: {mid} is already stored with different text; nothing was changed."), mid=exc.mid

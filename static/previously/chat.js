@@ -170,4 +170,24 @@
   document.addEventListener("htmx:wsAfterMessage", function () { scrollDown(false); });
   document.addEventListener("DOMContentLoaded", function () { scrollDown(true); });
   if (document.readyState !== "loading") { scrollDown(true); }
+  // C2: favourite the words selected in a line. The selection is remembered as it is made
+  // (a click on the button may collapse it) and put into the form's excerpt on submit.
+  var picked = null;
+  document.addEventListener("selectionchange", function () {
+    var sel = window.getSelection();
+    if (!sel || sel.isCollapsed || !sel.rangeCount) { return; }
+    var node = sel.getRangeAt(0).commonAncestorContainer;
+    var el = node.nodeType === 1 ? node : node.parentElement;
+    var content = el && el.closest(".msg .content");
+    var article = content && content.closest("article.msg");
+    if (article) { picked = { mid: article.dataset.mid, text: sel.toString().trim() }; }
+  });
+  document.addEventListener("submit", function (event) {
+    var form = event.target;
+    if (!form.classList || !form.classList.contains("fav-form")) { return; }
+    var article = form.closest("article.msg");
+    var input = form.querySelector(".fav-excerpt");
+    if (input) { input.value = picked && article && picked.mid === article.dataset.mid ? picked.text : ""; }
+    picked = null;
+  }, true);
 })();

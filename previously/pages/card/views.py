@@ -3,12 +3,18 @@ and the beliefs page (what the companion believes: the live card, experiences to
 confirmed, highlights, relations, counts at a glance — a constant number of queries).
 Readable without JavaScript."""
 
+from django.contrib import messages as flash
 from django.contrib.auth.decorators import login_required
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.utils import timezone
+from django.utils.translation import gettext
+from django.views.decorators.http import require_POST
 
+from memory.card.lines import SECTIONS
 from memory.card.store import live_card
 from memory.clock import local_clock
+from memory.hand_edits import EditRefused, add_line, edit_line, remove_line, revert_to, set_portrait
 from memory.models import (
     CardSnapshot,
     EvolutionRun,
@@ -33,17 +39,58 @@ def card_page(request):
         snap = CardSnapshot.objects.filter(profile=profile, slice=selected).first()
         text = snap.text if snap else None
     else:
-        text = live_card(profile).text
+        row = live_card(profile)
+        text = row.text
     tz = selected.tz if selected else "UTC"
     context = {
         "profile": profile,
         "selected": selected,
+        "editable": selected is None,
+        "version": None if selected else row.version,
+        "add_sections": [(attr, name) for attr, name in SECTIONS],
+        "has_snapshot": bool(selected and text is not None),
+        "live_version": live_card(profile).version if selected else None,
+        "edit_url": reverse("card_edit") + (f"?profile={profile.key}" if profile.key != "owner" else ""),
         "recorded": text is not None,
         "view": card_sections(profile, text or "", today=local_clock(timezone.now(), tz).local.date()),
         "slices": Slice.objects.for_profile(profile).closed().order_by("-started_at")[:60],
     }
     template = "card/card.html#card" if getattr(request, "htmx", False) else "card/card.html"
     return render(request, template, context)
+
+
+@login_required
+@require_POST
+def card_edit(request):
+    """K16: the person's hand edits — edit, remove, add, portrait, revert — each one run."""
+    profile = current_profile(request)
+    post = request.POST
+    action = post.get("action", "")
+    try:
+        version = int(post.get("version", ""))
+    except ValueError:
+        version = -1
+    common = {"version": version, "user": request.user}
+    back = reverse("card") + (f"?profile={profile.key}" if profile.key != "owner" else "")
+    try:
+        if action == "edit":
+            done = edit_line(profile, key=post.get("key", ""), text=post.get("text", ""), by=post.get("by") or None, **common)
+        elif action == "remove":
+            done = remove_line(profile, key=post.get("key", ""), **common)
+        elif action == "add":
+            done = add_line(profile, attr=post.get("section", ""), text=post.get("text", ""), by=post.get("by") or None, **common)
+        elif action == "portrait":
+            done = set_portrait(profile, text=post.get("text", ""), **common)
+        elif action == "revert":
+            done = revert_to(profile, slice_key=post.get("slice", ""), **common)
+        else:
+            flash.error(request, gettext("Unknown card action."))
+            return redirect(back)
+    except EditRefused as refused:
+        flash.error(request, gettext("Not changed: %(reason)s") % {"reason": refused.reason})
+        return redirect(back)
+    flash.success(request, gettext("Saved: %(summary)s") % {"summary": done.summary})
+    return redirect(back)
 
 
 SHOWN = 10  # experiences of each kind and highlights listed here; the full lists are a link away

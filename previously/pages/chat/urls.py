@@ -8,6 +8,8 @@ urlpatterns = [
     path("chat/new/", views.new_conversation, name="new_conversation"),
     path("chat/image/", views.upload_image, name="chat_image_upload"),
     path("chat/proactive/", views.proactive_switch, name="chat_proactive"),
+    path("chat/favourite/<str:mid>/", views.favourite_line, name="chat_favourite"),
+    path("chat/unfavourite/<int:pk>/", views.unfavourite_line, name="chat_unfavourite"),
     path("images/<int:pk>/", views.image, name="chat_image"),
     path("images/<int:pk>/thumb/", views.image, {"thumb": True}, name="chat_image_thumb"),
 ]

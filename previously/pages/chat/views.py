@@ -1,6 +1,7 @@
 """The chat page (function views branching on request.htmx, STYLE 5-7)."""
 
 from django.conf import settings
+from django.contrib import messages as flash
 from django.contrib.auth.decorators import login_required
 from django.core.files.storage import default_storage
 from django.http import FileResponse, Http404, HttpResponse
@@ -9,9 +10,10 @@ from django.urls import reverse
 from django.utils.translation import gettext
 from django.views.decorators.http import require_POST
 
-from memory.archive import MidConflict
+from memory.archive import MidConflict, MidTombstoned
+from memory.curation import HighlightRefused, add_favourite, remove_favourite
 from memory.images import ImageRefused, store_image_message, stored_path
-from memory.models import Message, Profile
+from memory.models import Favourite, Message, Profile
 from memory.models.archive import USER_MID_RE
 from previously.agent.lifecycle import archive_line
 from previously.agent.lifecycle import new_conversation as start_new_conversation
@@ -112,6 +114,8 @@ def upload_image(request):
         )
     except ImageRefused as refused:
         return _refused(refused.reason, refused.status)
+    except MidTombstoned as gone:
+        return _refused(gettext("message %(mid)s was deleted for good; it is not stored again") % {"mid": gone.mid}, 410)
     except MidConflict as conflict:
         return _refused(str(conflict), 409)
     if not request.htmx:
@@ -160,3 +164,40 @@ def proactive_switch(request):
     if request.htmx:
         return render(request, "chat/chat.html#proactive_toggle", {"profile": profile, "lang": profile.language})
     return redirect("home")
+
+
+# --- favourites from a chat line (C2) ---------------------------------------------------
+
+
+@login_required
+@require_POST
+def favourite_line(request, mid: str):
+    """Favourite a chat line in place: the whole line, or the words selected in it (`excerpt`,
+    filled in by chat.js); refused unless verbatim (C1)."""
+    profile = current_profile(request)
+    message = get_object_or_404(Message.objects.live(), profile=profile, mid=mid)
+    try:
+        fav = add_favourite(profile=profile, message=message, excerpt=request.POST.get("excerpt", ""))
+    except HighlightRefused as refused:
+        fav, notice = None, gettext("Not saved: %(reason)s") % {"reason": refused.reason}
+    else:
+        notice = gettext("Saved to favourites ★")
+    if request.htmx:
+        context = {"message": message, "fav": fav, "fav_notice": notice, "lang": profile.language}
+        return render(request, "chat/chat.html#fav", context, status=200 if fav else 422)
+    (flash.success if fav else flash.error)(request, notice)
+    return redirect(f"{reverse('home')}#msg-{mid}")
+
+
+@login_required
+@require_POST
+def unfavourite_line(request, pk: int):
+    profile = current_profile(request)
+    fav = get_object_or_404(Favourite, pk=pk, profile=profile)
+    message = fav.message
+    remove_favourite(fav)
+    if request.htmx:
+        context = {"message": message, "fav": None, "fav_notice": gettext("Removed from favourites"), "lang": profile.language}
+        return render(request, "chat/chat.html#fav", context)
+    flash.success(request, gettext("Removed from favourites"))
+    return redirect(request.POST.get("next") or f"{reverse('home')}#msg-{message.mid}")

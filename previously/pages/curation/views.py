@@ -17,6 +17,7 @@ from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
+from django.utils.translation import gettext
 from django.views.decorators.http import require_POST
 from django_htmx.http import trigger_client_event
 
@@ -28,9 +29,18 @@ from memory.curation import (
     find_item,
     link,
     propose_experience,
+    remove_favourite,
 )
 from memory.deletion import HasRefs, MessageNotFound, delete_message, hide_message, unhide_message
-from memory.models import Experience, ExperienceHistory, Highlight, Message, Profile, Relation
+from memory.models import (
+    Experience,
+    ExperienceHistory,
+    Favourite,
+    Highlight,
+    Message,
+    Profile,
+    Relation,
+)
 from memory.models.archive import PROFILE_KEY_RE
 from memory.models.curation import ExperienceStateError
 from previously.pages.curation.forms import (
@@ -71,8 +81,17 @@ def message_list(request, profile_key):
     return render(request, "curation/messages.html", {"profile": profile, "page": page})
 
 
+def _refs_context(refs) -> dict:
+    refs = refs or []
+    return {
+        "refs": refs,
+        "has_replies": any(r["kind"] == "reply" for r in refs),
+        "has_card_lines": any(r["kind"] == "card" for r in refs),
+    }
+
+
 def _actions(request, profile, message, *, notice="", refs=None, status=200, gone=False):
-    context = {"profile": profile, "message": message, "notice": notice, "refs": refs, "gone": gone}
+    context = {"profile": profile, "message": message, "notice": notice, "gone": gone, **_refs_context(refs)}
     return render(request, ACTIONS_PARTIAL, context, status=status)
 
 
@@ -129,14 +148,18 @@ def delete(request, profile_key, mid):
     profile = _profile(request, profile_key)
     force = request.POST.get("force") == "1"
     try:
-        result = delete_message(profile=profile, mid=mid, hard=True, force=force)
+        result = delete_message(
+            profile=profile, mid=mid, hard=True, force=force,
+            keep_replies=request.POST.get("keep_replies") == "1", drop_lines=request.POST.getlist("drop_line"),
+        )
     except MessageNotFound as e:
         raise Http404(str(e)) from e
     except HasRefs as refused:
         message = _message(profile, mid)
         if request.htmx:
             return _actions(request, profile, message, refs=refused.refs)
-        context = {"profile": profile, "message": message, "refs": refused.refs, "next": request.POST.get("next", "")}
+        context = {"profile": profile, "message": message, "next": request.POST.get("next", ""),
+                   **_refs_context(refused.refs)}
         return render(request, "curation/delete_confirm.html", context, status=409)
     if request.htmx:
         response = _actions(request, profile, None, notice="Deleted for good", gone=True)
@@ -160,12 +183,39 @@ def api_delete(request, profile_key, mid):
     if mode not in ("hard", "soft") or not isinstance(body.get("force", False), bool):
         return JsonResponse({"error": "bad_request", "detail": "mode is hard or soft; force is a boolean"}, status=400)
     try:
-        result = delete_message(profile=profile, mid=mid, hard=mode == "hard", force=body.get("force", False))
+        result = delete_message(
+            profile=profile, mid=mid, hard=mode == "hard", force=body.get("force", False),
+            keep_replies=body.get("keep_replies") is True, drop_lines=[str(k) for k in body.get("drop_lines", [])],
+        )
     except MessageNotFound:
         return JsonResponse({"error": "not_found", "mid": mid}, status=404)
     except HasRefs as refused:
         return JsonResponse({"error": "has_refs", "refs": refused.refs}, status=409)
     return JsonResponse(result.as_dict())
+
+
+# --- favourites (C2) -------------------------------------------------------------------
+
+
+@login_required
+def favourite_list(request, profile_key):
+    """The profile's favourites, newest first, each with the way back to its line."""
+    profile = _profile(request, profile_key)
+    favourites = Favourite.objects.for_profile(profile).select_related("message__slice").order_by("-created_at", "-id")
+    page = Paginator(favourites, 50).get_page(request.GET.get("page"))
+    return render(request, "curation/favourites.html", {"profile": profile, "page": page})
+
+
+@login_required
+@require_POST
+def favourite_remove(request, profile_key, pk):
+    """Unfavourite (C2): the favourite and its highlight go; the message stays."""
+    profile = _profile(request, profile_key)
+    remove_favourite(get_object_or_404(Favourite, profile=profile, pk=pk))
+    if request.htmx:
+        return HttpResponse("")
+    flash.success(request, gettext("Removed from favourites"))
+    return _back(request, reverse("curation:favourites", args=[profile.key]))
 
 
 # --- highlights (C1, C7) --------------------------------------------------------------

@@ -6,20 +6,26 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
+from memory.curation import add_favourite
 from memory.interop.export import export_json
 from memory.interop.full_import import import_full
 from memory.interop.synthetic import write_dump
 from memory.models import (
+    Card,
+    CardSnapshot,
     Experience,
+    ExperienceHistory,
+    Favourite,
     Highlight,
     LegacyFragment,
+    LegacyMeta,
     Message,
     Profile,
     Relation,
     Slice,
     Tombstone,
 )
-from tests.factories import MessageFactory, ProfileFactory
+from tests.factories import ExperienceFactory, MessageFactory, ProfileFactory
 
 pytestmark = pytest.mark.django_db
 
@@ -119,3 +125,54 @@ def test_import_full_command_dry_run_prints_counts(exported, tmp_path, django_us
     call_command("import_full", str(path), "--dry-run", "--user", "bob", stdout=out)
     assert "dry run" in out.getvalue() and "messages" in out.getvalue()
     assert not Message.objects.filter(profile__user__username="bob").exists()
+
+
+ALL_KINDS = (*MODELS, Card, CardSnapshot, ExperienceHistory, Favourite, LegacyMeta)
+
+
+def every_kind(user) -> dict:
+    owner_of = {ExperienceHistory: "experience__profile__user"}
+    return {m.__name__: m.objects.filter(**{owner_of.get(m, "profile__user"): user}).count() for m in ALL_KINDS}
+
+
+def test_x2_round_trip_keeps_every_kind_even_into_an_empty_card(admin, tmp_path, django_user_model):
+    """Issue 15 point 7: cards, snapshots, experience history and favourites survive; a target
+    profile whose card row is empty (opening /card/ makes one) takes the exported card."""
+    dump = tmp_path / "in.json"
+    write_dump(str(dump), keys=300, seed=11)
+    call_command("import_kv", str(dump), stdout=StringIO())
+    profile = Profile.objects.filter(user=admin).order_by("key").first()
+    line = Message.objects.filter(profile=profile, deleted_at__isnull=True).exclude(content="").first()
+    add_favourite(profile=profile, message=line)
+    add_favourite(profile=profile, message=line, excerpt=line.content[:3])
+    Card.objects.update_or_create(profile=profile, defaults={"text": "# Previously On\n\nlegacy card text\n"})
+    a_slice = Slice.objects.filter(profile=profile).first()
+    CardSnapshot.objects.create(profile=profile, slice=a_slice, text="card at the end", card_version=2)
+    experience = Experience.objects.filter(profile=profile).first() or ExperienceFactory(profile=profile)
+    experience.record(action="edit", before=experience.snapshot(), actor="user", reason="round trip")
+    exported = export_json(profiles=Profile.objects.filter(user=admin))
+    bob = django_user_model.objects.create_user(username="bob", password="pw-bob-1234")
+    target = Profile.objects.create(user=bob, key=profile.key)
+    Card.objects.create(profile=target, text="")  # what opening /card/ leaves
+
+    import_full(data=exported, user=bob)
+
+    expected, got = every_kind(admin), every_kind(bob)
+    assert got == expected
+    assert all(expected[k.__name__] for k in (Card, CardSnapshot, ExperienceHistory, Favourite))
+    assert Card.objects.get(profile=target).text == "# Previously On\n\nlegacy card text\n"
+    assert set(Favourite.objects.filter(profile=target).values_list("excerpt", flat=True)) == {"", line.content[:3]}
+
+
+def test_a_fallback_profile_record_exports_under_the_profile_it_now_belongs_to(admin, tmp_path):
+    from memory.interop.export import export_kv
+    from tests.memory.interop.conftest import msg
+
+    dump = tmp_path / "bad.json"
+    dump.write_text(json.dumps([msg("Bad Profile!", "c_00000000000000d1", "user", "hey there", 1760968800000)]))
+    call_command("import_kv", str(dump), stdout=StringIO())
+    entries = list(export_kv(profiles=Profile.objects.filter(user=admin)))
+    keys = [e["key"] for e in entries]
+    assert "msg:owner:c_00000000000000d1" in keys and not any("Bad Profile!" in k for k in keys)
+    value = json.loads(next(e["value"] for e in entries if e["key"] == "msg:owner:c_00000000000000d1"))
+    assert value["profile_id"] == "owner"

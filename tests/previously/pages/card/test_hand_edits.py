@@ -1,0 +1,103 @@
+"""K16: the person corrects the card by hand — edit, remove, add, portrait, revert — through
+the validated mutations, each recorded as a run on the timeline and binding the agent."""
+
+import pytest
+
+from memory.card import parse, render
+from memory.card.format import Card as ParsedCard
+from memory.card.format import Fact, IdentityLine, NowItem
+from memory.card.lines import card_lines
+from memory.card.store import refs_resolver, snapshot_slice
+from memory.hand_edits import CardMoved, EditRefused, add_line, edit_line, remove_line, revert_to
+from memory.models import Card, EvolutionRun
+from memory.person_edits import rewrite_refusal
+from previously.agent.tools import Context, dispatch
+from tests.csp import assert_csp_clean
+from tests.previously.agent.helpers import make_slice
+
+pytestmark = pytest.mark.django_db
+REF = "2026/08/17/0515"
+
+
+@pytest.fixture
+def carded(profile):
+    slice_ = make_slice(profile, lines=[("user", "I'm Mei, I moved to Lyon")])
+    text = render(ParsedCard(
+        identity=(IdentityLine("Name", "Mei", (REF,)),),
+        facts=(Fact("Moved to Lyon in 2026", (REF,)), Fact("Has a cat called Tofu", (REF,))),
+        now=(NowItem("Learning pottery", (REF,), slice_.started_at.date()),),
+    ))
+    Card.objects.update_or_create(profile=profile, defaults={"text": text, "version": 1})
+    return slice_
+
+
+def key_of(profile, words):
+    return next(x.key for x in card_lines(parse(Card.objects.get(profile=profile).text)) if x.words == words)
+
+
+def test_an_edit_keeps_its_place_cites_the_person_and_is_a_run(profile, carded):
+    done = edit_line(profile, version=1, key=key_of(profile, "Moved to Lyon in 2026"), text="Moved to Lyon in 2025 🇫🇷")
+    card = parse(Card.objects.get(profile=profile).text)
+    assert [(f.text, f.refs) for f in card.facts] == [("Moved to Lyon in 2025 🇫🇷", ("you",)), ("Has a cat called Tofu", (REF,))]
+    run = done.run
+    assert (run.trigger, run.status, run.slice_id) == ("hand_edit", "changed", carded.pk)
+    assert run.summary == "You corrected Past: “Moved to Lyon in 2026” → “Moved to Lyon in 2025 🇫🇷”"
+    assert "-- Moved to Lyon in 2026 — refs: [2026/08/17/0515]" in run.diff
+    assert "+- Moved to Lyon in 2025 🇫🇷 — refs: [you]" in run.diff
+
+
+def test_edits_are_validated_like_the_agents_and_guarded_by_version(profile, carded):
+    with pytest.raises(EditRefused, match="300"):
+        edit_line(profile, version=1, key=key_of(profile, "Learning pottery"), text="x" * 301)
+    with pytest.raises(EditRefused, match="already says this"):
+        add_line(profile, version=1, attr="facts", text="has a cat called tofu")
+    with pytest.raises(CardMoved):
+        remove_line(profile, version=0, key=key_of(profile, "Learning pottery"))
+    assert Card.objects.get(profile=profile).version == 1
+    assert not EvolutionRun.objects.filter(trigger="hand_edit").exists()
+
+
+def test_remove_add_identity_and_revert(profile, carded):
+    snapshot_slice(carded)
+    remove_line(profile, version=1, key=key_of(profile, "Has a cat called Tofu"))
+    add_line(profile, version=2, attr="identity", text="Address them as: 小梅")
+    edit_line(profile, version=3, key=key_of(profile, "Name: Mei"), text="Name: Mei Lin")
+    card = parse(Card.objects.get(profile=profile).text)
+    assert [(i.field, i.value) for i in card.identity] == [("Name", "Mei Lin"), ("Address them as", "小梅")]
+    assert [f.text for f in card.facts] == ["Moved to Lyon in 2026"]
+    done = revert_to(profile, version=4, slice_key=carded.key)
+    card = parse(Card.objects.get(profile=profile).text)
+    assert [f.text for f in card.facts] == ["Moved to Lyon in 2026", "Has a cat called Tofu"]
+    assert "restored the card as it was at the end of slice" in done.run.summary
+    assert EvolutionRun.objects.filter(trigger="hand_edit").count() == 4
+
+
+def test_the_agent_may_not_undo_a_hand_edit_without_newer_evidence(profile, carded):
+    remove_line(profile, version=1, key=key_of(profile, "Has a cat called Tofu"))
+    add_line(profile, version=2, attr="lessons", text="Never call her Meimei")
+    card = parse(Card.objects.get(profile=profile).text)
+    ctx = Context(profile=profile, card=card, refs_exist=refs_resolver(profile))
+    back = dispatch(ctx, "add_anchor_fact", '{"text": "Has a cat called Tofu", "refs": ["2026/08/17/0515"]}')
+    assert not back.accepted and "the person removed “Has a cat called Tofu”" in back.message
+    gone = dispatch(ctx, "remove_lesson", '{"index": 1}')
+    assert not gone.accepted and "the person wrote “Never call her Meimei”" in gone.message
+    assert rewrite_refusal(profile, card, "add_anchor_fact", {"text": "Plays the cello", "refs": [REF]}) is None
+    fake = dispatch(ctx, "add_now", '{"text": "Busy", "refs": ["you"], "since": "2026-08-17"}')
+    assert not fake.accepted and "[you]" in fake.message  # only the person cites the person
+
+
+def test_the_card_page_edits_without_javascript(logged_in, profile, carded):
+    page = logged_in.get("/card/")
+    assert_csp_clean(page)
+    html = page.content.decode()
+    assert 'name="action" value="edit"' in html and 'name="action" value="remove"' in html
+    assert html.count('name="action" value="add"') == 5
+    key = key_of(profile, "Learning pottery")
+    response = logged_in.post("/card/edit/", {"action": "edit", "version": "1", "key": key, "text": "学陶艺，每周二"})
+    assert response.status_code == 302
+    page = logged_in.get(response["Location"]).content.decode()
+    assert "学陶艺，每周二" in page and "you said so" in page
+    refused = logged_in.post("/card/edit/", {"action": "add", "version": "2", "section": "horizon", "text": "Trip", "by": "soon"}, follow=True)
+    assert "Not changed:" in refused.content.decode() and "YYYY-MM-DD" in refused.content.decode()
+    timeline = logged_in.get("/timeline/").content.decode()
+    assert "You corrected Now" in timeline
