@@ -7,7 +7,7 @@ from datetime import datetime
 from django.db import transaction
 
 from memory.interop.export import FORMAT, VERSION
-from memory.interop.kv_import import BATCH, _index_imported, assign_slices
+from memory.interop.legacy.write import BATCH, assign_slices, index_imported
 from memory.models import (
     Card,
     CardSnapshot,
@@ -150,7 +150,7 @@ def _import_profile(pdata: dict, *, user, report: FullReport) -> None:
         report.add("messages", "created")
     assign_slices(profile=profile, messages=loose)
     Message.objects.bulk_create(new_msgs, batch_size=BATCH)
-    _index_imported(new_msgs)
+    index_imported(new_msgs)
     mids.update((m.mid, m.pk) for m in new_msgs)
 
     frag_keys = set(LegacyFragment.objects.filter(profile=profile).values_list("key", flat=True))
