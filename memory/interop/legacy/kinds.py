@@ -6,7 +6,8 @@ its counts go to in the report, and the checks a record must pass before it is p
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, make_dataclass
+from typing import Any
 
 from memory.interop import legacy_shapes as shapes
 from memory.interop.legacy.report import BadRecord
@@ -23,6 +24,12 @@ _STR_HASH_RE = re.compile(r"[0-9a-f]{1,8}")
 KEY_RE = re.compile(r"^(msg|hl|exp|rel|tomb|mem):([^:]*):(.+)\Z", re.DOTALL)
 
 
+def _columns(shape: str, *more: str) -> type:
+    """A named record of one value shape's columns (legacy_shapes.FIELDS), plus `more`."""
+    names = [f.column for f in shapes.FIELDS[shape]] if shape else []
+    return make_dataclass(f"{shape.title() or 'Meta'}Columns", [(n, Any, None) for n in [*names, *more]], slots=True)
+
+
 @dataclass(slots=True)
 class Record:
     """One parsed legacy record: its kind, key, profile and columns."""
@@ -31,7 +38,7 @@ class Record:
     key: str
     profile: str
     rid: str  # the id part of the key (mid, hid, eid, rid, fragment id, tombstoned id)
-    cols: dict
+    cols: Any  # the kind's named columns (Kind.columns)
     extra: dict
     tkind: str = ""  # tombstones: the kind of record they name
 
@@ -43,6 +50,7 @@ class Kind:
     name: str
     shape: str  # the legacy_shapes value shape ("" for meta: the value is plain text)
     check: Callable[[Record], None]
+    columns: type  # the named record of its columns
 
 
 def family_of(key: str) -> str:
@@ -57,7 +65,7 @@ def family_of(key: str) -> str:
 
 def _require(rec: Record, *columns: str) -> None:
     for col in columns:
-        if rec.cols.get(col) in (None, ""):
+        if getattr(rec.cols, col) in (None, ""):
             raise BadRecord(rec.key, f"{col} is missing")
 
 
@@ -67,84 +75,85 @@ def _check_id(rec: Record, value: str, what: str) -> None:
 
 
 def _check_hash(rec: Record) -> None:
-    chash = rec.cols["content_hash"]
+    chash = rec.cols.content_hash
     if chash and not _STR_HASH_RE.fullmatch(chash):
         raise BadRecord(rec.key, f"content_hash {chash!r} is not a strHash")
 
 
 def _keep_unknown(rec: Record, column: str, known: frozenset, default: str) -> None:
     """An unknown legacy enum value becomes the default; its spelling stays in legacy_extra."""
-    if rec.cols[column] not in known:
-        rec.extra.setdefault(column, rec.cols[column])
-        rec.cols[column] = default
+    value = getattr(rec.cols, column)
+    if value not in known:
+        rec.extra.setdefault(column, value)
+        setattr(rec.cols, column, default)
 
 
 def check_msg(rec: Record) -> None:
     c = rec.cols
     _require(rec, "speaker", "created_at")
     _check_id(rec, rec.rid, "message id")
-    if c["speaker"] not in SPEAKERS:
+    if c.speaker not in SPEAKERS:
         raise BadRecord(rec.key, f"speaker {c['speaker']!r} is not user or assistant")
-    c["speaker"] = SPEAKERS[c["speaker"]]
+    c.speaker = SPEAKERS[c.speaker]
     _keep_unknown(rec, "message_type", MESSAGE_TYPES, Message.Type.TEXT)
     _check_hash(rec)
-    if c["attachment"] is not None and not isinstance(c["attachment"], dict):
+    if c.attachment is not None and not isinstance(c.attachment, dict):
         raise BadRecord(rec.key, "attachment must be an object or null")
 
 
 def check_mem(rec: Record) -> None:
     c = rec.cols
     _require(rec, "role", "ts")
-    if c["role"] not in SPEAKERS:
+    if c.role not in SPEAKERS:
         raise BadRecord(rec.key, f"role {c['role']!r} is not user or assistant")
-    if c["hour"] is not None and not 0 <= c["hour"] <= 23:
+    if c.hour is not None and not 0 <= c.hour <= 23:
         raise BadRecord(rec.key, f"hour {c['hour']} is not 0-23")
-    if len(c["day_key"]) > 10:
+    if len(c.day_key) > 10:
         raise BadRecord(rec.key, f"day_key {c['day_key']!r} is not YYYY-MM-DD")
-    if len(c["period"]) > 16:
-        rec.extra.setdefault("period", c["period"])
-        c["period"] = ""
+    if len(c.period) > 16:
+        rec.extra.setdefault("period", c.period)
+        c.period = ""
 
 
 def check_hl(rec: Record) -> None:
     _require(rec, "mid", "created_at")
     _check_id(rec, rec.rid, "highlight id")
-    _check_id(rec, rec.cols["mid"], "mid")
+    _check_id(rec, rec.cols.mid, "mid")
 
 
 def check_exp(rec: Record) -> None:
     c = rec.cols
     _require(rec, "title", "recorded_at")
     _check_id(rec, rec.rid, "experience id")
-    if len(c["title"]) > 300:
+    if len(c.title) > 300:
         raise BadRecord(rec.key, "title is longer than 300 characters")
-    if c["status"] not in ("active", "candidate", "rejected"):
+    if c.status not in ("active", "candidate", "rejected"):
         raise BadRecord(rec.key, f"status {c['status']!r} is not active or candidate")
-    mids = c["source_mids"]
+    mids = c.source_mids
     if mids is None:
-        c["source_mids"] = []
+        c.source_mids = []
     elif not isinstance(mids, list) or not all(isinstance(x, str) and 0 < len(x) <= ID_MAX for x in mids):
         raise BadRecord(rec.key, "source_mids must be a list of message ids")
     _keep_unknown(rec, "time_certainty", TIME_CERTAINTIES, Experience.TimeCertainty.UNKNOWN)
-    text = c["event_time_text"] or ""
-    c["event_time"] = None
+    text = c.event_time_text or ""
+    c.event_time = None
     if text:
         try:
-            c["event_time"] = shapes.parse_time(text, "event_time")
+            c.event_time = shapes.parse_time(text, "event_time")
         except shapes.BadValue:
             pass  # free text such as "去年夏天" stays text
     if len(text) > 100:
         rec.extra.setdefault("event_time", text)
-        c["event_time_text"] = text[:100]
+        c.event_time_text = text[:100]
 
 
 def check_rel(rec: Record) -> None:
     c = rec.cols
     _require(rec, "from_id", "to_id", "type")
     _check_id(rec, rec.rid, "relation id")
-    _check_id(rec, c["from_id"], "from_id")
-    _check_id(rec, c["to_id"], "to_id")
-    if c["type"] not in RELATION_TYPES:
+    _check_id(rec, c.from_id, "from_id")
+    _check_id(rec, c.to_id, "to_id")
+    if c.type not in RELATION_TYPES:
         raise BadRecord(rec.key, f"type {c['type']!r} is not one of {', '.join(Relation.Type.values)}")
 
 
@@ -161,19 +170,20 @@ def check_tomb(rec: Record) -> None:
 
 def check_meta(rec: Record) -> None:
     if rec.key.startswith("meta_lastTs:") or rec.key == "meta_lastTs":
-        text = rec.cols["value"]
+        text = rec.cols.value
         if not text.strip().lstrip("-").isdigit():
             raise BadRecord(rec.key, f"meta_lastTs must be an integer (epoch ms), not {text[:40]!r}")
 
 
+_MEM_COLUMNS = _columns("mem")
 KINDS: dict[str, Kind] = {
-    "tomb": Kind("tomb", "tomb", check_tomb),
-    "msg": Kind("msg", "msg", check_msg),
-    "mem": Kind("mem", "mem", check_mem),
-    "mem_": Kind("mem_", "mem", check_mem),
-    "hl": Kind("hl", "hl", check_hl),
-    "exp": Kind("exp", "exp", check_exp),
-    "rel": Kind("rel", "rel", check_rel),
-    "meta": Kind("meta", "", check_meta),
+    "tomb": Kind("tomb", "tomb", check_tomb, _columns("tomb")),
+    "msg": Kind("msg", "msg", check_msg, _columns("msg")),
+    "mem": Kind("mem", "mem", check_mem, _MEM_COLUMNS),
+    "mem_": Kind("mem_", "mem", check_mem, _MEM_COLUMNS),
+    "hl": Kind("hl", "hl", check_hl, _columns("hl")),
+    "exp": Kind("exp", "exp", check_exp, _columns("exp", "event_time")),
+    "rel": Kind("rel", "rel", check_rel, _columns("rel")),
+    "meta": Kind("meta", "", check_meta, _columns("", "value")),
 }
 FRAGMENT_KINDS = ("mem", "mem_")

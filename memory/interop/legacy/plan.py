@@ -165,22 +165,22 @@ def _plan_tombstone(p: ProfilePlan, rec: Record, report: Report) -> None:
         return
     p.existing.tombs.add(ident)
     c = rec.cols
-    if rec.tkind == "msg" and c["content_hash"] and c["created_at"]:
-        p.existing.msg_tombs[c["content_hash"]].append(ms(c["created_at"]))
-    expires = tombstone_expiry(c["deleted_at"])
+    if rec.tkind == "msg" and c.content_hash and c.created_at:
+        p.existing.msg_tombs[c.content_hash].append(ms(c.created_at))
+    expires = tombstone_expiry(c.deleted_at)
     kv_exp = (rec.extra.get(shapes.KV) or {}).get("expiration")
     if kv_exp is not None:
         at = datetime.fromtimestamp(shapes.parse_expiration(kv_exp), tz=UTC)
-        if at > c["deleted_at"]:
+        if at > c.deleted_at:
             expires = at
     p.tombs.append(
         Tombstone(
             kind=rec.tkind,
             object_id=rec.rid,
-            deleted_at=c["deleted_at"],
+            deleted_at=c.deleted_at,
             expires_at=expires,
-            content_hash=c["content_hash"] or "",
-            created_at=c["created_at"],
+            content_hash=c.content_hash or "",
+            created_at=c.created_at,
             legacy_key=rec.key,
             legacy_extra=rec.extra,
         )
@@ -200,7 +200,7 @@ def _plan_meta(plan: Plan, rec: Record, report: Report) -> None:
     exp = kv.get("expiration")
     meta = LegacyMeta(
         key=rec.key,
-        value=rec.cols["value"],
+        value=rec.cols.value,
         expiration=shapes.parse_expiration(exp) if exp is not None else None,
         metadata=_meta_metadata(kv),
     )
@@ -227,13 +227,13 @@ def infer_offset(frags: Iterable[Record]) -> int:
         if i > 2000:
             break
         c = rec.cols
-        if c["hour"] is None or not c["day_key"]:
+        if c.hour is None or not c.day_key:
             continue
         try:
-            local = datetime.strptime(c["day_key"], "%Y-%m-%d").replace(hour=c["hour"], tzinfo=UTC)
+            local = datetime.strptime(c.day_key, "%Y-%m-%d").replace(hour=c.hour, tzinfo=UTC)
         except ValueError:
             continue
-        utc = datetime.fromtimestamp(c["ts"] / 1000, tz=UTC).replace(minute=0, second=0, microsecond=0)
+        utc = datetime.fromtimestamp(c.ts / 1000, tz=UTC).replace(minute=0, second=0, microsecond=0)
         off = round((local - utc).total_seconds() / 3600)
         if -12 <= off <= 14:
             votes[off] += 1
@@ -259,7 +259,7 @@ def _plan_messages(by_kind: dict[str, list[Record]], plan: Plan, report: Report,
         for rec in msgs.get(pkey, ()):
             lines.add_msg(rec)
         lines.sort_twins()
-        for rec in sorted(frags.get(pkey, ()), key=lambda r: (r.cols["ts"], r.key)):
+        for rec in sorted(frags.get(pkey, ()), key=lambda r: (r.cols.ts, r.key)):
             lines.add_fragment(rec)
         lines.note_unmatched(has_fragments=bool(frags.get(pkey)))
 
@@ -278,7 +278,7 @@ class _Lines:
     def add_msg(self, rec: Record) -> None:
         c, mid, report = rec.cols, rec.rid, self.report
         tombstoned = ("msg", mid) in self.ex.tombs
-        self.twins[(c["speaker"], loose(c["content"]))].append(Twin(ms(c["created_at"]), mid, tombstoned))
+        self.twins[(c.speaker, loose(c.content))].append(Twin(ms(c.created_at), mid, tombstoned))
         if mid in self.seen_mids:
             report.add("msg", "duplicate")
             report.note(f"duplicate key for message {mid}: {rec.key}")
@@ -292,16 +292,16 @@ class _Lines:
             return
         row = MessageRow(
             mid=mid,
-            speaker=c["speaker"],
-            message_type=c["message_type"],
-            content=c["content"],
-            created_at=c["created_at"],
-            source_id=c["source_id"] or "",
-            sync_status=c["sync_status"] or "",
-            deleted_at=c["deleted_at"],
-            attachment=c["attachment"],
+            speaker=c.speaker,
+            message_type=c.message_type,
+            content=c.content,
+            created_at=c.created_at,
+            source_id=c.source_id or "",
+            sync_status=c.sync_status or "",
+            deleted_at=c.deleted_at,
+            attachment=c.attachment,
             legacy_key=rec.key,
-            content_hash=c["content_hash"] or content_hash(self.p.key, c["content"]),
+            content_hash=c.content_hash or content_hash(self.p.key, c.content),
             legacy_extra=rec.extra,
         )
         self._plan(row)
@@ -321,10 +321,10 @@ class _Lines:
     def add_fragment(self, rec: Record) -> None:
         c = rec.cols
         family = rec.kind
-        role = SPEAKERS[c["role"]]
-        raw = c["content"]
+        role = SPEAKERS[c.role]
+        raw = c.content
         cleaned = clean_reply(raw) if role == "assistant" else raw
-        fp = fingerprint(raw, c["ts"])
+        fp = fingerprint(raw, c.ts)
         if rec.key in self.ex.fragment_keys:
             self.report.add(family, "existing")
             self.fingerprints.setdefault(fp, None)
@@ -334,12 +334,12 @@ class _Lines:
             return
         frag = FragmentRow(
             key=rec.key,
-            role=c["role"],
+            role=c.role,
             content=raw,
-            ts=c["ts"],
-            day_key=c["day_key"] or "",
-            hour=c["hour"],
-            period=c["period"] or "",
+            ts=c.ts,
+            day_key=c.day_key or "",
+            hour=c.hour,
+            period=c.period or "",
             fingerprint=fp,
             legacy_extra=rec.extra,
         )
@@ -348,7 +348,7 @@ class _Lines:
             self.p.fragments.append(frag)
             self.report.add(family, "duplicate")
             return
-        twin = nearest(self.twins.get((role, loose(cleaned)), ()), c["ts"])
+        twin = nearest(self.twins.get((role, loose(cleaned)), ()), c.ts)
         if twin is not None:
             self._merge(frag, twin, family, role)
         else:
@@ -456,8 +456,8 @@ def _known_contents(records: list[Record], plan: Plan, contents: dict) -> None:
     """The contents of the messages highlights name that are already in the database."""
     wanted: dict[str, set] = defaultdict(set)
     for rec in records:
-        if (rec.profile, rec.cols["mid"]) not in contents:
-            wanted[rec.profile].add(rec.cols["mid"])
+        if (rec.profile, rec.cols.mid) not in contents:
+            wanted[rec.profile].add(rec.cols.mid)
     for pkey, mids in wanted.items():
         profile = plan.profile(pkey).existing.profile
         if profile is not None:
@@ -484,20 +484,20 @@ def _plan_highlights(records: list[Record], plan: Plan, report: Report, contents
         if _blocked(p, "hl", rec.rid, p.existing.hids, report):
             continue
         c = rec.cols
-        mid = c["mid"]
+        mid = c.mid
         content = contents.get((rec.profile, mid))
         flagged = ""
         if content is None:
             flagged = f"message {mid} is missing" + (" (hard-deleted)" if ("msg", mid) in p.existing.tombs else "")
-        elif c["content"] not in content:
+        elif c.content not in content:
             flagged = f"text not found verbatim in message {mid}"
         hl = Highlight(
             hid=rec.rid,
             mid=mid,
-            content=c["content"],
+            content=c.content,
             source=Highlight.Source.IMPORT,
-            created_at=c["created_at"],
-            deleted_at=c["deleted_at"],
+            created_at=c.created_at,
+            deleted_at=c.deleted_at,
             flagged=flagged,
             legacy_key=rec.key,
             legacy_extra=rec.extra,
@@ -517,19 +517,19 @@ def _plan_experiences(records: list[Record], plan: Plan, report: Report) -> None
         if _blocked(p, "exp", rec.rid, p.existing.eids, report):
             continue
         c = rec.cols
-        mids = list(dict.fromkeys(c["source_mids"]))
+        mids = list(dict.fromkeys(c.source_mids))
         missing = [m for m in mids if m not in known_mids[rec.profile]]
         flagged = f"source messages missing: {', '.join(missing)}"[:200] if missing else ""
         exp = Experience(
             eid=rec.rid,
-            title=c["title"],
-            content=c["content"],
-            status=c["status"],
-            time_certainty=c["time_certainty"],
-            event_time=c["event_time"],
-            event_time_text=c["event_time_text"] or "",
-            recorded_at=c["recorded_at"],
-            deleted_at=c["deleted_at"],
+            title=c.title,
+            content=c.content,
+            status=c.status,
+            time_certainty=c.time_certainty,
+            event_time=c.event_time,
+            event_time_text=c.event_time_text or "",
+            recorded_at=c.recorded_at,
+            deleted_at=c.deleted_at,
             flagged=flagged,
             legacy_key=rec.key,
             legacy_extra=rec.extra,
@@ -548,15 +548,15 @@ def _plan_relations(records: list[Record], plan: Plan, report: Report) -> None:
         p.existing.rids.add(rec.rid)
         c = rec.cols
         ex = p.existing
-        missing = [e for e in (c["from_id"], c["to_id"]) if e not in ex.hids and e not in ex.eids]
+        missing = [e for e in (c.from_id, c.to_id) if e not in ex.hids and e not in ex.eids]
         flagged = f"missing end: {', '.join(missing)}" if missing else ""
         rel = Relation(
             rid=rec.rid,
-            type=c["type"],
-            from_id=c["from_id"],
-            to_id=c["to_id"],
-            created_at=c["created_at"],
-            deleted_at=c["deleted_at"],
+            type=c.type,
+            from_id=c.from_id,
+            to_id=c.to_id,
+            created_at=c.created_at,
+            deleted_at=c.deleted_at,
             flagged=flagged,
             legacy_key=rec.key,
             legacy_extra=rec.extra,

@@ -3,6 +3,7 @@
 import base64
 import binascii
 import json
+import sys
 from collections import defaultdict
 from typing import IO, Any
 
@@ -46,14 +47,16 @@ class Profiles:
     def __init__(self, report: Report):
         self.report = report
         self.valid: dict[str, bool] = {}
+        self.canonical: dict[str, str] = {}
 
     def resolve(self, segment: str | None, key: str) -> str:
         if segment is not None:
             valid = self.valid.get(segment)
             if valid is None:
                 valid = self.valid[segment] = PROFILE_KEY_RE.match(segment) is not None
+                self.canonical[segment] = segment
             if valid:
-                return segment
+                return self.canonical[segment]  # one string per profile, not one per record
         self.report.note(f"profile fallback: {key}: profile {segment!r} is not a valid key; imported under 'owner'")
         return DEFAULT_PROFILE_KEY
 
@@ -89,7 +92,7 @@ def kv_attrs(entry: DumpEntry) -> dict:
 def _meta_record(entry: DumpEntry, text: str, kv: dict, profiles: Profiles) -> Record:
     name, sep, rest = entry.key.partition(":")
     profile = profiles.resolve(rest.split(":", 1)[0], entry.key) if sep else ""
-    return Record("meta", entry.key, profile, "", {"value": text}, {shapes.KV: kv} if kv else {})
+    return Record("meta", entry.key, profile, "", KINDS["meta"].columns(value=text), {shapes.KV: kv} if kv else {})
 
 
 def parse_entry(entry: DumpEntry, profiles: Profiles, family: str) -> Record:
@@ -131,7 +134,14 @@ def _value_record(entry: DumpEntry, text: str, kv: dict, profiles: Profiles, fam
         raise BadRecord(key, str(exc)) from None
     if kv:
         extra[shapes.KV] = kv
-    return Record(family, key, profile, rid, cols, extra)
+    for name in _FEW_VALUES.intersection(cols):
+        if cols[name].__class__ is str:
+            cols[name] = sys.intern(cols[name])
+    return Record(family, key, profile, rid, KINDS[family].columns(**cols), extra)
+
+
+# Columns with a handful of distinct values, held once each rather than once per record (memory).
+_FEW_VALUES = frozenset(("speaker", "role", "message_type", "sync_status", "period", "day_key", "status", "type", "kind"))
 
 
 def read_records(
