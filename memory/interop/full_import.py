@@ -4,7 +4,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.db import transaction
+from django.db import DataError, IntegrityError, transaction
 
 from memory.interop.export import FORMAT, VERSION
 from memory.interop.legacy.write import BATCH, assign_slices, index_imported
@@ -76,7 +76,8 @@ def import_full(*, data: dict, user, dry_run: bool = False) -> FullReport:
                 raise _DryRun
     except _DryRun:
         pass
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, OverflowError, IntegrityError, DataError) as exc:
+        # A value the database's own constraints refuse is as malformed as a missing key.
         raise BadExport(f"malformed export: {exc.__class__.__name__}: {exc}. Nothing was written.") from None
     return report
 

@@ -7,11 +7,13 @@ its counts go to in the report, and the checks a record must pass before it is p
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, make_dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from memory.interop import legacy_shapes as shapes
 from memory.interop.legacy.report import BadRecord
 from memory.models import Experience, Message, Relation, Tombstone
+from memory.models.deletion import tombstone_expiry
 
 ID_MAX = 64
 KEY_MAX = 300
@@ -93,7 +95,7 @@ def check_msg(rec: Record) -> None:
     _require(rec, "speaker", "created_at")
     _check_id(rec, rec.rid, "message id")
     if c.speaker not in SPEAKERS:
-        raise BadRecord(rec.key, f"speaker {c['speaker']!r} is not user or assistant")
+        raise BadRecord(rec.key, f"speaker {c.speaker!r} is not user or assistant")
     c.speaker = SPEAKERS[c.speaker]
     _keep_unknown(rec, "message_type", MESSAGE_TYPES, Message.Type.TEXT)
     _check_hash(rec)
@@ -105,11 +107,15 @@ def check_mem(rec: Record) -> None:
     c = rec.cols
     _require(rec, "role", "ts")
     if c.role not in SPEAKERS:
-        raise BadRecord(rec.key, f"role {c['role']!r} is not user or assistant")
+        raise BadRecord(rec.key, f"role {c.role!r} is not user or assistant")
+    try:
+        datetime.fromtimestamp(c.ts / 1000, tz=UTC)
+    except (OverflowError, OSError, ValueError):
+        raise BadRecord(rec.key, f"ts {c.ts} is out of range (epoch milliseconds)") from None
     if c.hour is not None and not 0 <= c.hour <= 23:
-        raise BadRecord(rec.key, f"hour {c['hour']} is not 0-23")
+        raise BadRecord(rec.key, f"hour {c.hour} is not 0-23")
     if len(c.day_key) > 10:
-        raise BadRecord(rec.key, f"day_key {c['day_key']!r} is not YYYY-MM-DD")
+        raise BadRecord(rec.key, f"day_key {c.day_key!r} is not YYYY-MM-DD")
     if len(c.period) > 16:
         rec.extra.setdefault("period", c.period)
         c.period = ""
@@ -128,7 +134,7 @@ def check_exp(rec: Record) -> None:
     if len(c.title) > 300:
         raise BadRecord(rec.key, "title is longer than 300 characters")
     if c.status not in ("active", "candidate", "rejected"):
-        raise BadRecord(rec.key, f"status {c['status']!r} is not active or candidate")
+        raise BadRecord(rec.key, f"status {c.status!r} is not active or candidate")
     mids = c.source_mids
     if mids is None:
         c.source_mids = []
@@ -149,12 +155,12 @@ def check_exp(rec: Record) -> None:
 
 def check_rel(rec: Record) -> None:
     c = rec.cols
-    _require(rec, "from_id", "to_id", "type")
+    _require(rec, "from_id", "to_id", "type", "created_at")
     _check_id(rec, rec.rid, "relation id")
     _check_id(rec, c.from_id, "from_id")
     _check_id(rec, c.to_id, "to_id")
     if c.type not in RELATION_TYPES:
-        raise BadRecord(rec.key, f"type {c['type']!r} is not one of {', '.join(Relation.Type.values)}")
+        raise BadRecord(rec.key, f"type {c.type!r} is not one of {', '.join(Relation.Type.values)}")
 
 
 def check_tomb(rec: Record) -> None:
@@ -164,6 +170,10 @@ def check_tomb(rec: Record) -> None:
     if len(oid) > 128:
         raise BadRecord(rec.key, "tombstoned id is longer than 128 characters")
     _require(rec, "deleted_at")
+    try:
+        tombstone_expiry(rec.cols.deleted_at)
+    except OverflowError:
+        raise BadRecord(rec.key, f"deleted_at {rec.cols.deleted_at} is out of range") from None
     rec.tkind, rec.rid = kind, oid
     _check_hash(rec)
 

@@ -168,9 +168,9 @@ def _plan_tombstone(p: ProfilePlan, rec: Record, report: Report) -> None:
     if rec.tkind == "msg" and c.content_hash and c.created_at:
         p.existing.msg_tombs[c.content_hash].append(ms(c.created_at))
     expires = tombstone_expiry(c.deleted_at)
-    kv_exp = (rec.extra.get(shapes.KV) or {}).get("expiration")
-    if kv_exp is not None:
-        at = datetime.fromtimestamp(shapes.parse_expiration(kv_exp), tz=UTC)
+    kv_seconds = shapes.parse_expiration((rec.extra.get(shapes.KV) or {}).get("expiration"))
+    if kv_seconds is not None:
+        at = datetime.fromtimestamp(kv_seconds, tz=UTC)
         if at > c.deleted_at:
             expires = at
     p.tombs.append(

@@ -5,6 +5,7 @@ import binascii
 import json
 import sys
 from collections import defaultdict
+from datetime import UTC, datetime
 from typing import IO, Any
 
 import orjson
@@ -75,9 +76,13 @@ def kv_attrs(entry: DumpEntry) -> dict:
     kv = {}
     if entry.expiration is not None:
         try:
-            shapes.parse_expiration(entry.expiration)
+            seconds = shapes.parse_expiration(entry.expiration)
+            if seconds is not None:
+                datetime.fromtimestamp(seconds, tz=UTC)
         except shapes.BadValue as exc:
             raise BadRecord(entry.key, str(exc)) from None
+        except (OverflowError, OSError, ValueError):
+            raise BadRecord(entry.key, f"expiration is out of range: {entry.expiration!r}") from None
         kv["expiration"] = entry.expiration
     if entry.expiration_ttl is not None:
         kv["expiration_ttl"] = entry.expiration_ttl
