@@ -65,6 +65,8 @@ def _write_messages(p: ProfilePlan, profile: Profile) -> dict[str, int]:
         return dict(p.existing.mids)
     for row in p.messages:
         row.profile_id = profile.pk
+    # In time order: the time indexes grow at their end, and ids follow time as live ones do.
+    p.messages.sort(key=_chronological)
     assign_slices(profile=profile, messages=p.messages, tz_offset_hours=p.tz_offset_hours)
     insert_rows(Message, p.messages)
     # The raw insert returns no pks: read the new ones back by the (profile, mid) unique key.
@@ -158,7 +160,7 @@ def assign_slices(*, profile: Profile, messages: list, tz_offset_hours: int = 0)
     new_slices: list[Slice] = []
     members: list[tuple[object, Slice]] = []
     current: Slice | None = None
-    for msg in sorted(messages, key=lambda m: (m.created_at, m.mid)):
+    for msg in sorted(messages, key=_chronological):
         t = msg.created_at
         host = hosts.widen(t)
         if host is None:
@@ -176,6 +178,10 @@ def assign_slices(*, profile: Profile, messages: list, tz_offset_hours: int = 0)
     for msg, slice_ in members:
         msg.slice_id = slice_.pk
         _fill_local_clock(msg, zone, tz_name)
+
+
+def _chronological(msg) -> tuple:
+    return msg.created_at, msg.mid
 
 
 def _fill_local_clock(msg, zone, tz_name: str) -> None:
