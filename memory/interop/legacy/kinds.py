@@ -53,6 +53,7 @@ class Kind:
     shape: str  # the legacy_shapes value shape ("" for meta: the value is plain text)
     check: Callable[[Record], None]
     columns: type  # the named record of its columns
+    few_values: tuple[str, ...] = ()  # columns with a handful of distinct values
 
 
 def family_of(key: str) -> str:
@@ -186,11 +187,12 @@ def check_meta(rec: Record) -> None:
 
 
 _MEM_COLUMNS = _columns("mem")
+_MEM_FEW = ("role", "day_key", "period")
 KINDS: dict[str, Kind] = {
     "tomb": Kind("tomb", "tomb", check_tomb, _columns("tomb")),
-    "msg": Kind("msg", "msg", check_msg, _columns("msg")),
-    "mem": Kind("mem", "mem", check_mem, _MEM_COLUMNS),
-    "mem_": Kind("mem_", "mem", check_mem, _MEM_COLUMNS),
+    "msg": Kind("msg", "msg", check_msg, _columns("msg"), ("speaker", "message_type", "sync_status")),
+    "mem": Kind("mem", "mem", check_mem, _MEM_COLUMNS, _MEM_FEW),
+    "mem_": Kind("mem_", "mem", check_mem, _MEM_COLUMNS, _MEM_FEW),
     "hl": Kind("hl", "hl", check_hl, _columns("hl")),
     "exp": Kind("exp", "exp", check_exp, _columns("exp", "event_time")),
     "rel": Kind("rel", "rel", check_rel, _columns("rel")),

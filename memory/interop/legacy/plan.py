@@ -258,7 +258,6 @@ def _plan_messages(by_kind: dict[str, list[Record]], plan: Plan, report: Report,
         lines = _Lines(p, report, contents)
         for rec in msgs.get(pkey, ()):
             lines.add_msg(rec)
-        lines.sort_twins()
         for rec in sorted(frags.get(pkey, ()), key=lambda r: (r.cols.ts, r.key)):
             lines.add_fragment(rec)
         lines.note_unmatched(has_fragments=bool(frags.get(pkey)))
@@ -269,16 +268,31 @@ class _Lines:
 
     def __init__(self, p: ProfilePlan, report: Report, contents: dict):
         self.p, self.ex, self.report, self.contents = p, p.existing, report, contents
-        # For merging: (speaker, loose content) -> msg: records of those words, by time.
-        self.twins: dict[tuple[str, str], list[Twin]] = defaultdict(list)
+        self.msgs: list[Record] = []
+        self._twins: dict[tuple[str, str], list[Twin]] | None = None
         self.planned: dict[str, MessageRow] = {}
         self.seen_mids: set[str] = set()
         self.fingerprints: dict[str, str | None] = {}  # fingerprint -> mid of the first fragment
 
+    @property
+    def twins(self) -> dict[tuple[str, str], list[Twin]]:
+        """For merging: (speaker, loose content) -> the msg: records of those words, by time.
+
+        Built on first use: a re-import, whose fragments all exist, never needs it."""
+        if self._twins is None:
+            self._twins = defaultdict(list)
+            for rec in self.msgs:
+                c = rec.cols
+                twin = Twin(ms(c.created_at), rec.rid, ("msg", rec.rid) in self.ex.tombs)
+                self._twins[(c.speaker, loose(c.content))].append(twin)
+            for twins in self._twins.values():
+                twins.sort(key=lambda t: t.at_ms)
+        return self._twins
+
     def add_msg(self, rec: Record) -> None:
         c, mid, report = rec.cols, rec.rid, self.report
         tombstoned = ("msg", mid) in self.ex.tombs
-        self.twins[(c.speaker, loose(c.content))].append(Twin(ms(c.created_at), mid, tombstoned))
+        self.msgs.append(rec)
         if mid in self.seen_mids:
             report.add("msg", "duplicate")
             report.note(f"duplicate key for message {mid}: {rec.key}")
@@ -314,21 +328,17 @@ class _Lines:
         self.contents[(self.p.key, row.mid)] = row.content
         self.p.messages.append(row)
 
-    def sort_twins(self) -> None:
-        for twins in self.twins.values():
-            twins.sort(key=lambda t: t.at_ms)
-
     def add_fragment(self, rec: Record) -> None:
         c = rec.cols
         family = rec.kind
-        role = SPEAKERS[c.role]
         raw = c.content
-        cleaned = clean_reply(raw) if role == "assistant" else raw
         fp = fingerprint(raw, c.ts)
         if rec.key in self.ex.fragment_keys:
             self.report.add(family, "existing")
             self.fingerprints.setdefault(fp, None)
             return
+        role = SPEAKERS[c.role]
+        cleaned = clean_reply(raw) if role == "assistant" else raw
         if ("mem", rec.rid) in self.ex.tombs or ("mem", rec.key) in self.ex.tombs:
             self.report.add(family, "tombstoned")
             return
@@ -411,13 +421,15 @@ class _Lines:
         self.report.add(family, "tombstoned")
 
     def note_unmatched(self, *, has_fragments: bool) -> None:
+        if not (self.planned and has_fragments):
+            return  # only new messages are counted
         unmatched = sum(
             1
             for twins in self.twins.values()
             for t in twins
             if t.claims == 0 and not t.tombstoned and t.mid in self.planned
         )
-        if unmatched and has_fragments:
+        if unmatched:
             self.report.note(f"profile {self.p.key}: {unmatched} msg: records had no mem: fragment (normal after v2)")
 
 

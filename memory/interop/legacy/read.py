@@ -139,14 +139,12 @@ def _value_record(entry: DumpEntry, text: str, kv: dict, profiles: Profiles, fam
         raise BadRecord(key, str(exc)) from None
     if kv:
         extra[shapes.KV] = kv
-    for name in _FEW_VALUES.intersection(cols):
-        if cols[name].__class__ is str:
-            cols[name] = sys.intern(cols[name])
-    return Record(family, key, profile, rid, KINDS[family].columns(**cols), extra)
-
-
-# Columns with a handful of distinct values, held once each rather than once per record (memory).
-_FEW_VALUES = frozenset(("speaker", "role", "message_type", "sync_status", "period", "day_key", "status", "type", "kind"))
+    kind = KINDS[family]
+    for name in kind.few_values:  # held once each rather than once per record (memory)
+        value = cols[name]
+        if value.__class__ is str:
+            cols[name] = sys.intern(value)
+    return Record(family, key, profile, rid, kind.columns(**cols), extra)
 
 
 def read_records(
