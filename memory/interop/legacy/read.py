@@ -25,6 +25,21 @@ def _has_float(value: dict | list) -> bool:
     return False
 
 
+# PostgreSQL text cannot hold NUL, so a dump that has one is refused on every engine alike.
+NUL = "the key or the value contains a NUL character (\\u0000)"
+
+
+def _has_nul(value: Any) -> bool:
+    c = value.__class__
+    if c is str:
+        return "\x00" in value
+    if c is dict:
+        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+    if c is list:
+        return any(_has_nul(v) for v in value)
+    return False
+
+
 def loads_value(text: str) -> Any:
     """json.loads(text), computed by orjson where that gives the very same value.
 
@@ -112,6 +127,8 @@ def parse_entry(entry: DumpEntry, profiles: Profiles, family: str) -> Record:
         raise BadRecord(key, "unknown key family (expected msg:, mem:, mem_, hl:, exp:, rel:, tomb: or meta_)")
     text = decode_value(entry)
     kv = kv_attrs(entry)
+    if "\x00" in key or "\x00" in text or _has_nul(kv):
+        raise BadRecord(key, NUL)
     if not kind.shape:
         rec = _meta_record(entry, text, kv, profiles)
     else:
@@ -128,6 +145,8 @@ def _value_record(entry: DumpEntry, text: str, kv: dict, profiles: Profiles, fam
         raise BadRecord(key, f"value does not parse as JSON ({exc})") from None
     if not isinstance(value, dict):
         raise BadRecord(key, f"value must be a JSON object, not {type(value).__name__}")
+    if "\\u0000" in text and _has_nul(value):
+        raise BadRecord(key, NUL)
     if family == "mem_":
         profile, rid = DEFAULT_PROFILE_KEY, key[len("mem_") :]
     else:
