@@ -11,7 +11,8 @@ fragments (P3-11), soft-deleted records, ~2% tombstones -- hard deletes that lef
 fragment behind (P0-2) next to the same words said at another time, deleted highlights
 and experiences --, an invalid profile key, highlights (some not verbatim), experiences
 (some with missing sources), relations (some with a missing end), epoch and ISO
-expirations, metadata, a few base64 values, image messages, meta_lastTs and other meta_ keys.
+expirations and an expiration_ttl, metadata, a few base64 values, image messages, meta_lastTs and
+other meta_ keys; either dump shape (bulk put or bulk get with its trailing `Success!`).
 """
 
 import argparse
@@ -266,7 +267,7 @@ def generate(*, keys: int, seed: int = 1) -> Iterator[dict]:
         yield from _turn(g, profile, ts, state)
     for profile in PROFILES:
         yield g.entry(f"meta_lastTs:{profile}", str(ts), metadata={"v": 1})
-        yield g.entry(f"meta_proactiveCount:{profile}:2026-10-20", "2")
+        yield g.entry(f"meta_proactiveCount:{profile}:2026-10-20", "2", expiration_ttl=86_400)
     yield g.entry("meta_schemaVersion", "2")
 
 
