@@ -4,7 +4,7 @@ Writes bench/results/*.json (git-ignored), bench/results/SUMMARY.md and
 bench/results/turn_overhead.png.
 
 Usage: python -m bench [--sizes 1000,10000,100000] [--turns 150] [--rounds 3] [--skip-locomo]
-       [--skip-import] [--import-keys 100000] [--import-runs 3]
+       [--skip-import] [--import-keys 120000] [--import-runs 3]
 """
 
 import argparse
@@ -34,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3, help="rounds per size; medians are reported")
     parser.add_argument("--skip-locomo", action="store_true", help="skip BENCH §1")
     parser.add_argument("--skip-import", action="store_true", help="skip BENCH §3")
-    parser.add_argument("--import-keys", type=int, default=100_000, help="keys in the synthetic legacy dump")
+    parser.add_argument("--import-keys", type=int, default=120_000, help="keys in the synthetic legacy dump")
     parser.add_argument("--import-runs", type=int, default=3, help="import runs; medians are reported")
     args = parser.parse_args(argv)
 

@@ -2,6 +2,7 @@
 
 import logging
 import time
+from collections.abc import Container
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -135,21 +136,13 @@ def _same_or_conflict(existing: Message, content: str) -> Archived:
     return Archived(message=existing, created=False)
 
 
-# The profile's open slice (Slice.objects.for_profile().open(), newest first) and the touch of
-# a warm one, in plain SQL: both run on every archive write, where the ORM's query building
-# cost several times the statements themselves (BENCH §2).
-_OPEN_SLICE_SQL = "SELECT * FROM memory_slice WHERE profile_id = %s AND ended_at IS NULL ORDER BY started_at DESC LIMIT 1"
-_TOUCH_SLICE_SQL = "UPDATE memory_slice SET last_message_at = %s WHERE id = %s"
-
-
 def _slice_for(profile, created_at, clock, new_conversation) -> tuple[Slice, Slice | None]:
     """The open slice if it is still warm, else close it and open a new one (S1)."""
-    current = next(iter(Slice.objects.raw(_OPEN_SLICE_SQL, [profile.pk])), None)
-    if current is not None and not new_conversation and created_at - current.last_message_at <= slice_gap():
+    current = Slice.objects.newest_open(profile.pk)
+    if current is not None and not new_conversation and continues(current.last_message_at, created_at):
         if created_at > current.last_message_at:
             current.last_message_at = created_at
-            with connection.cursor() as cursor:
-                cursor.execute(_TOUCH_SLICE_SQL, [connection.ops.adapt_datetimefield_value(created_at), current.pk])
+            Slice.objects.touch(current.pk, at=created_at)
         return current, None
     closed = None
     if current is not None:
@@ -160,21 +153,38 @@ def _slice_for(profile, created_at, clock, new_conversation) -> tuple[Slice, Sli
     return open_slice(profile=profile, started_at=created_at, clock=clock), closed
 
 
-def open_slice(*, profile: Profile, started_at: datetime, clock) -> Slice:
-    """A new slice keyed by its local start minute; a taken minute moves to the next free one."""
-    start = clock.local.replace(second=0, microsecond=0)
-    taken = set(
-        Slice.objects.for_profile(profile)
-        .filter(key__startswith=start.strftime("%Y-%m-%d"))
-        .values_list("key", flat=True)
-    )
-    key = start.strftime("%Y-%m-%d-%H%M")
+# S1, written once for the live archive and the bulk import (memory.interop.legacy.write):
+# a line continues its slice unless the idle gap has passed; a new slice is keyed by its local
+# start minute, moved to the next free minute when that key is taken.
+SLICE_KEY_FORMAT = "%Y-%m-%d-%H%M"
+
+
+def continues(last_message_at: datetime, at: datetime, gap: timedelta | None = None) -> bool:
+    """True when a line at `at` still belongs to a slice last spoken in at `last_message_at`."""
+    return at - last_message_at <= (slice_gap() if gap is None else gap)
+
+
+def free_slice_key(local_start: datetime, taken: Container[str]) -> str:
+    """The key of a slice starting at `local_start`: its minute, or the next free one."""
+    start = local_start.replace(second=0, microsecond=0)
+    key = start.strftime(SLICE_KEY_FORMAT)
     while key in taken:
         start += timedelta(minutes=1)
-        key = start.strftime("%Y-%m-%d-%H%M")
+        key = start.strftime(SLICE_KEY_FORMAT)
+    return key
+
+
+def open_slice(*, profile: Profile, started_at: datetime, clock) -> Slice:
+    """A new slice keyed by its local start minute, or the next free one (S1)."""
+    taken = set(
+        Slice.objects.for_profile(profile)
+        .filter(key__startswith=clock.local.strftime("%Y-%m-%d"))
+        .values_list("key", flat=True)
+    )
     remember_zone(profile, clock.tz_name)
     return Slice.objects.create(
-        profile=profile, key=key, started_at=started_at, last_message_at=started_at, tz=clock.tz_name
+        profile=profile, key=free_slice_key(clock.local, taken), started_at=started_at,
+        last_message_at=started_at, tz=clock.tz_name,
     )
 
 

@@ -1,6 +1,7 @@
 """Incremental reader for the two Cloudflare KV dump shapes (LEGACY_KV.md "The dump file")."""
 
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
@@ -126,11 +127,20 @@ def _separator(buf: _Buffer, close: str, last_key: str | None, first: bool) -> b
     return False
 
 
+_NEXT_ITEM = re.compile(r"[ \t\r\n]*,[ \t\r\n]*(?=\{)")
+
+
 def _read_bulk_put(buf: _Buffer) -> Iterator[DumpEntry]:
     decoder = json.JSONDecoder()
     last_key = None
     first = True
-    while not _separator(buf, "]", last_key, first):
+    while True:
+        # The common case, `,` and the next object within the window, without the general path.
+        m = None if first else _NEXT_ITEM.match(buf.text, buf.pos)
+        if m is not None:
+            buf.pos = m.end()
+        elif _separator(buf, "]", last_key, first):
+            break
         first = False
         item = buf.decode(decoder, last_key)
         if not isinstance(item, dict) or not isinstance(item.get("key"), str):

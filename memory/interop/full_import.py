@@ -5,10 +5,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.db import transaction
+from django.db import DataError, IntegrityError, transaction
 
 from memory.interop.export import FORMAT, VERSION
-from memory.interop.kv_import import BATCH, _index_imported, assign_slices
+from memory.interop.legacy.write import BATCH, assign_slices, index_imported
 from memory.models import (
     Card,
     CardSnapshot,
@@ -79,7 +79,8 @@ def import_full(*, data: dict, user, dry_run: bool = False, progress: Callable[[
                 raise _DryRun
     except _DryRun:
         pass
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, OverflowError, IntegrityError, DataError) as exc:
+        # A value the database's own constraints refuse is as malformed as a missing key.
         raise BadExport(f"malformed export: {exc.__class__.__name__}: {exc}. Nothing was written.") from None
     return report
 
@@ -153,7 +154,7 @@ def _import_profile(pdata: dict, *, user, report: FullReport) -> None:
         report.add("messages", "created")
     assign_slices(profile=profile, messages=loose)
     Message.objects.bulk_create(new_msgs, batch_size=BATCH)
-    _index_imported(new_msgs)
+    index_imported(new_msgs)
     mids.update((m.mid, m.pk) for m in new_msgs)
 
     frag_keys = set(LegacyFragment.objects.filter(profile=profile).values_list("key", flat=True))

@@ -1,14 +1,18 @@
-"""Synthetic legacy KV dumps with every quirk LEGACY_KV.md lists (BENCH.md §3, tests).
+"""Synthetic legacy KV dumps shaped like production, with every quirk LEGACY_KV.md lists
+(BENCH.md §3, tests).
 
-    python -m memory.interop.synthetic OUT.json --keys 100000 [--shape put|get] [--seed 1]
+    python -m memory.interop.synthetic OUT.json --keys 120000 [--shape put|get] [--seed 1]
 
-Deterministic for a seed. Quirks: dual-written mem:/msg: pairs (assistant raw replies
-with [[fav:]] markers), orphan v1 fragments and v0 `mem_` keys, retried duplicate
-fragments (P3-11), soft-deleted records, hard deletes that left their fragment behind
-(P0-2) next to the same words said at another time, an invalid profile key, highlights
-(some not verbatim), experiences (some with missing sources), relations (some with a
-missing end), tombstones with epoch and ISO expirations, metadata, base64 values,
-image messages, meta_lastTs and other meta_ keys; Chinese, English, emoji, mixed.
+Deterministic for a seed. Every line is worded differently (Chinese, English, emoji,
+mixed scripts; drawn from word pools, never a short list repeated). Quirks: nearly every
+`msg:` beside its `mem:` twin from the old double write (assistant raw replies with
+[[fav:]] and other markers), orphan v1 fragments and v0 `mem_` keys, retried duplicate
+fragments (P3-11), soft-deleted records, ~2% tombstones -- hard deletes that left their
+fragment behind (P0-2) next to the same words said at another time, deleted highlights
+and experiences --, an invalid profile key, highlights (some not verbatim), experiences
+(some with missing sources), relations (some with a missing end), epoch and ISO
+expirations and an expiration_ttl, metadata, a few base64 values, image messages, meta_lastTs and
+other meta_ keys; either dump shape (bulk put or bulk get with its trailing `Success!`).
 """
 
 import argparse
@@ -22,29 +26,45 @@ from memory.hashing import content_hash
 from memory.interop.legacy_shapes import iso_js
 
 PROFILES = ("owner", "test_2", "Bad Profile!")
-LINES = (
-    "今天下班路上看到一只橘猫🐱",
-    "I finally finished the marathon training plan",
-    "周末想去爬山，你觉得天气会好吗？",
-    "My sister's birthday is on the 14th 🎂",
-    "最近在学 Django，感觉 ORM 很好用",
-    "睡不着，有点焦虑 😔 about tomorrow's interview",
-    "我们上次聊到的那本书叫《三体》",
-    "Coffee or tea? 还是喝茶吧 🍵",
-    "明天早上八点要开会",
-    "I moved to Shanghai last spring",
-)
-REPLIES = (
-    "听起来很治愈！橘猫总是很亲人。",
-    "That's a big milestone — well done!",
-    "记得带水，山上可能会冷。",
-    "Want me to remind you a few days before?",
-    "ORM 确实省心，注意 N+1 查询哦。",
-    "深呼吸，你准备得已经很充分了 💪",
-)
 PERIODS = ((0, "small_hours"), (5, "early_morning"), (8, "morning"), (11, "noon"), (13, "afternoon"),
            (17, "dusk"), (19, "evening"), (23, "late_night"))
 TZ_HOURS = 8  # the legacy users' clock: UTC+8
+
+# Word pools: a line is one draw from each pool of a pattern, so lines rarely repeat; a
+# line that does repeat is drawn again (see _Words.line).
+ZH_WHEN = ("今天", "昨天晚上", "刚才", "上周末", "早上", "下班路上", "午休的时候", "半夜", "前天", "周三",
+           "这几天", "刚到家", "出门前", "吃饭时", "地铁上", "下雨天")
+ZH_WHO = ("我", "我妈", "同事小王", "室友", "我姐", "老板", "楼下的阿姨", "表弟", "我们组", "大学同学",
+          "隔壁邻居", "我爸", "女朋友", "老同学阿杰")
+ZH_DID = ("看到", "买了", "想起", "聊到", "做了", "修好了", "弄丢了", "借走了", "推荐了", "吐槽了",
+          "终于读完了", "第一次尝试了", "偷偷订了", "认真研究了", "差点错过了")
+ZH_WHAT = ("一只橘猫", "那本《三体》", "新的跑鞋", "一家云南菜馆", "旧相册", "咖啡机", "去杭州的车票",
+           "一盆绿萝", "周末的计划", "奶奶的菜谱", "一部老电影", "吉他谱", "滑雪课", "手冲壶", "番茄炒蛋",
+           "面试的题目", "新的键盘", "一幅拼图", "街角的面包店", "夜跑路线")
+ZH_TAIL = ("，感觉挺开心的", "，有点累", "，你怎么看？", "，好久没这样了", "，还想再试一次", "，心情复杂",
+           "，说不上来为什么", "，下次带你看", "", "，哈哈", "，其实有点紧张", "，挺意外的")
+EN_OPEN = ("Honestly,", "So", "Guess what:", "Funny thing,", "Ugh,", "Okay so", "Quick update:", "Well,",
+           "By the way,", "Random thought:", "Not gonna lie,", "Today")
+EN_WHO = ("I", "my brother", "my manager", "Lily from work", "our neighbour", "my roommate", "the barista",
+          "my dad", "my best friend", "the new intern", "my aunt", "the landlord")
+EN_DID = ("finally fixed", "accidentally broke", "signed up for", "talked about", "cooked", "lost", "found",
+          "booked", "painted", "returned", "started reading", "tried", "gave up on", "recommended")
+EN_WHAT = ("the marathon plan", "a tiny bonsai", "the bike's back wheel", "a pottery class", "the blue sofa",
+           "a sourdough starter", "tickets to Osaka", "the old laptop", "a chess opening", "the balcony garden",
+           "a salsa lesson", "the tax forms", "a jigsaw of the Alps", "the birthday cake", "a podcast on Mars",
+           "the rooftop bar", "a yoga mat", "the spare key")
+EN_WHEN = ("this morning", "last night", "after lunch", "on Sunday", "before the meeting", "on the train",
+           "at 2am", "yesterday", "during the storm", "at the airport", "over the weekend", "just now")
+EMOJI = ("🐱", "🎂", "😔", "🍵", "💪", "🌧️", "🎸", "📚", "🏃", "😂", "🙃", "🍜", "✨", "🚲", "🌙", "🤔", "")
+REPLY_ZH = ("听起来", "真好，", "辛苦了，", "哇，", "嗯嗯，", "我记住了，", "抱抱，", "原来如此，")
+REPLY_ZH_2 = ("很治愈", "挺不容易的", "值得开心一下", "下次可以再试试", "要照顾好自己", "你做得很好",
+              "我也想听听后来怎样了", "记得多喝水")
+REPLY_EN = ("That sounds", "Oh wow,", "I hear you,", "Nice,", "Hmm,", "Good call,", "Take it easy,")
+REPLY_EN_2 = ("like a lot of fun", "pretty brave", "worth remembering", "a little exhausting", "like progress",
+              "exactly like you", "like a story for later")
+OTHER_MARKERS = ("mood", "remind", "note")
+TITLES = ("周末计划 weekend plan", "工作近况", "Family news", "学吉他 learning guitar", "旅行 trip",
+          "健康 health", "搬家 moving", "读书 reading")
 
 
 def _period(hour: int) -> str:
@@ -57,9 +77,51 @@ def _frag_value(role: str, content: str, ts: int) -> dict:
             "hour": local.hour, "period": _period(local.hour)}
 
 
+class _Words:
+    """Lines and replies, each worded differently from every other one of the dump."""
+
+    def __init__(self, rnd: random.Random):
+        self.rnd = rnd
+        self.seen: set[str] = set()
+
+    def _draw(self, kind: float) -> str:
+        c = self.rnd.choice
+        if kind < 0.45:
+            return f"{c(ZH_WHEN)}{c(ZH_WHO)}{c(ZH_DID)}{c(ZH_WHAT)}{c(ZH_TAIL)}{c(EMOJI)}"
+        if kind < 0.8:
+            return f"{c(EN_OPEN)} {c(EN_WHO)} {c(EN_DID)} {c(EN_WHAT)} {c(EN_WHEN)} {c(EMOJI)}".rstrip()
+        # Mixed scripts in one line.
+        return f"{c(ZH_WHEN)}{c(ZH_WHO)} {c(EN_DID)} {c(EN_WHAT)}，{c(ZH_TAIL).lstrip('，') or '好吧'} {c(EMOJI)}".rstrip()
+
+    def line(self) -> str:
+        for attempt in range(50):
+            text = self._draw(self.rnd.random())
+            if attempt > 5:
+                text += f" ({self.rnd.randint(2, 99)}{self.rnd.choice('次回号天')})"
+            if text not in self.seen:
+                self.seen.add(text)
+                return text
+        raise RuntimeError("word pools exhausted")  # pragma: no cover - pools hold millions of lines
+
+    def reply(self, line: str) -> str:
+        c = self.rnd.choice
+        topic = line.split("，")[0][-6:] if self.rnd.random() < 0.5 else line.split()[-1]
+        for _ in range(50):
+            if self.rnd.random() < 0.5:
+                text = f"{c(REPLY_ZH)}{topic}{c(REPLY_ZH_2)}。{c(EMOJI)}"
+            else:
+                text = f"{c(REPLY_EN)} {topic} {c(REPLY_EN_2)}! {c(EMOJI)}".rstrip()
+            if text not in self.seen:
+                self.seen.add(text)
+                return text
+            topic += c("？！～…")
+        raise RuntimeError("reply pools exhausted")  # pragma: no cover
+
+
 class _Gen:
     def __init__(self, seed: int):
         self.rnd = random.Random(seed)
+        self.words = _Words(self.rnd)
         self.n = 0
 
     def rand(self, k: int = 6) -> str:
@@ -71,109 +133,141 @@ class _Gen:
     def entry(self, key: str, value, **attrs) -> dict:
         text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
         item = {"key": key, "value": text}
-        if self.rnd.random() < 0.02:
+        if self.rnd.random() < 0.005:
             item["value"] = base64.b64encode(text.encode()).decode()
             item["base64"] = True
         item.update(attrs)
         self.n += 1
         return item
 
+    def tomb(self, profile: str, kind: str, oid: str, deleted: datetime, **value) -> dict:
+        expiration = int((deleted + timedelta(days=400)).timestamp())
+        exp_attr = iso_js(datetime.fromtimestamp(expiration, tz=UTC)) if self.rnd.random() < 0.5 else expiration
+        return self.entry(f"tomb:{profile}:{kind}:{oid}",
+                          {"kind": kind, "id": oid, "deleted_at": iso_js(deleted), **value}, expiration=exp_attr)
 
-def generate(*, keys: int, seed: int = 1) -> Iterator[dict]:
-    """Yield about `keys` bulk-put entries (never fewer), in KV's key order is not promised."""
-    g = _Gen(seed)
+
+def _msg_value(profile: str, mid: str, speaker: str, content: str, created: datetime, *,
+               deleted_at: str | None = None, attachment: dict | None = None) -> dict:
+    return {"profile_id": profile, "conversation_id": f"conv_{int(created.timestamp()) // 86_400}",
+            "speaker": speaker, "message_type": "image" if attachment else "text",
+            "created_at": iso_js(created), "source_id": None, "sync_status": "synced",
+            "deleted_at": deleted_at, "attachment": attachment, "content": content}
+
+
+def _turn(g: _Gen, profile: str, ts: int, state: dict) -> Iterator[dict]:
+    """One v2 turn: the user's line and the reply, each as msg: + its mem: twin, and what hangs off them."""
     rnd = g.rnd
-    ts = int(datetime(2026, 10, 1, tzinfo=UTC).timestamp() * 1000)
-    v2_from = ts + 2 * 24 * 3600 * 1000
-    hids: dict[str, list[str]] = {p: [] for p in PROFILES}
-    eids: dict[str, list[str]] = {p: [] for p in PROFILES}
-    v0_left = max(5, keys // 200)
-    while g.n < keys:
-        # Conversations: a burst of turns, then an idle gap of an hour or more.
-        ts += rnd.randint(60, 72) * 60_000 if rnd.random() < 0.15 else rnd.randint(5, 300) * 1000
-        profile = "owner" if rnd.random() < 0.8 else rnd.choice(PROFILES[1:])
-        line = rnd.choice(LINES)
-        if v0_left and profile == "owner" and ts < v2_from:
-            v0_left -= 1
-            yield g.entry(f"mem_{ts}_{g.rand()}", _frag_value("user", line, ts))
-            continue
-        if ts < v2_from:
-            # v1: fragments only; they become messages with deterministic ids.
-            yield g.entry(f"mem:{profile}:{ts}_{g.rand()}", _frag_value("user", line, ts))
-            continue
-        roll = rnd.random()
-        created = datetime.fromtimestamp(ts / 1000, tz=UTC)
-        mid = f"c_{g.hex16()}"
-        fkey = f"mem:{profile}:{ts + 3}_{g.rand()}"
-        if roll < 0.01:
-            # P0-2: hard delete left the fragment; later the same words are said again.
-            chash = content_hash(profile, line)
-            deleted = created + timedelta(days=1)
-            expiration = int((deleted + timedelta(days=400)).timestamp())
-            exp_attr = iso_js(datetime.fromtimestamp(expiration, tz=UTC)) if rnd.random() < 0.5 else expiration
-            yield g.entry(f"tomb:{profile}:msg:{mid}",
-                          {"kind": "msg", "id": mid, "deleted_at": iso_js(deleted), "content_hash": chash,
-                           "created_at": iso_js(created)}, expiration=exp_attr)
-            yield g.entry(fkey, _frag_value("user", line, ts + 3))
-            later = ts + 3_600_000
-            yield g.entry(f"mem:{profile}:{later}_{g.rand()}", _frag_value("user", line, later))
-            continue
-        deleted_at = iso_js(created + timedelta(days=3)) if roll < 0.03 else None
-        image = rnd.random() < 0.02
-        msg = {"profile_id": profile, "conversation_id": f"conv_{ts // 86_400_000}", "speaker": "user",
-               "message_type": "image" if image else "text", "created_at": iso_js(created),
-               "source_id": None, "sync_status": "synced", "deleted_at": deleted_at,
-               "attachment": {"name": "cat.jpg", "mime": "image/jpeg", "size": 48213, "width": 800,
-                              "height": 600} if image else None,
-               "content": line}
-        if rnd.random() < 0.7:
-            msg["content_hash"] = content_hash(profile, line)
+    line = g.words.line()
+    created = datetime.fromtimestamp(ts / 1000, tz=UTC)
+    mid = f"c_{g.hex16()}"
+    fkey = f"mem:{profile}:{ts + 3}_{g.rand()}"
+    roll = rnd.random()
+    if roll < 0.075:
+        # P0-2: the hard delete left the fragment; later the same words are said again.
+        yield g.tomb(profile, "msg", mid, created + timedelta(days=1),
+                     content_hash=content_hash(profile, line), created_at=iso_js(created))
+        yield g.entry(fkey, _frag_value("user", line, ts + 3))
+        later = ts + 3_600_000
+        yield g.entry(f"mem:{profile}:{later}_{g.rand()}", _frag_value("user", line, later))
+        return
+    deleted_at = iso_js(created + timedelta(days=3)) if roll < 0.095 else None
+    image = rnd.random() < 0.02
+    attachment = {"name": f"IMG_{g.rand(4)}.jpg", "mime": "image/jpeg", "size": rnd.randint(20_000, 900_000),
+                  "width": 800, "height": 600} if image else None
+    msg = _msg_value(profile, mid, "user", line, created, deleted_at=deleted_at, attachment=attachment)
+    if rnd.random() < 0.7:
+        msg["content_hash"] = content_hash(profile, line)
+    if rnd.random() < 0.97:  # nearly every msg: has its mem: twin
         yield g.entry(f"msg:{profile}:{mid}", msg)
         frag = g.entry(fkey, _frag_value("user", line, ts + 3))
         yield frag
         if rnd.random() < 0.01:
             yield g.entry(f"mem:{profile}:{ts + 3}_{g.rand()}", json.loads(_decoded(frag)))  # P3-11
-        # The companion's reply: cleaned in msg:, raw (with a marker) in mem:.
-        rts = ts + rnd.randint(1500, 4000)
-        reply = rnd.choice(REPLIES)
-        raw = reply + (f" [[fav:{line[:6]}]]" if rnd.random() < 0.2 else "")
-        amid = f"a_{rts}_{g.rand(6)}"
-        yield g.entry(f"msg:{profile}:{amid}",
-                      {"profile_id": profile, "conversation_id": msg["conversation_id"],
-                       "speaker": "assistant", "message_type": "text",
-                       "created_at": iso_js(datetime.fromtimestamp(rts / 1000, tz=UTC)), "source_id": None,
-                       "sync_status": "synced", "deleted_at": deleted_at, "attachment": None, "content": reply,
-                       "content_hash": content_hash(profile, reply)})
-        yield g.entry(f"mem:{profile}:{rts + 2}_{g.rand()}", _frag_value("assistant", raw, rts + 2))
-        if rnd.random() < 0.05:
-            hid = f"h_{g.hex16()[:12]}"
-            verbatim = rnd.random() < 0.9
-            yield g.entry(f"hl:{profile}:{hid}",
-                          {"mid": mid, "content": line[:8] if verbatim else "not what was said",
-                           "created_at": iso_js(created + timedelta(minutes=1)), "deleted_at": None,
-                           "source": "user"})
-            hids[profile].append(hid)
-        if rnd.random() < 0.02:
-            eid = f"e_{g.hex16()[:12]}"
-            sources = [mid, amid] if rnd.random() < 0.9 else [mid, "c_ffffffffffffffff"]
-            yield g.entry(f"exp:{profile}:{eid}",
-                          {"title": "周末计划 weekend plan", "content": f"用户提到：{line}",
-                           "source_mids": sources, "status": rnd.choice(("active", "candidate")),
-                           "time_certainty": rnd.choice(("exact", "approximate", "unknown")),
-                           "event_time": iso_js(created) if rnd.random() < 0.5 else "去年夏天",
-                           "created_at": iso_js(created), "deleted_at": None})
-            eids[profile].append(eid)
-        if rnd.random() < 0.01 and hids[profile] and eids[profile]:
-            ends = [rnd.choice(hids[profile]), rnd.choice(eids[profile])]
-            if rnd.random() < 0.1:
-                ends[1] = "e_missing"
-            yield g.entry(f"rel:{profile}:r_{g.hex16()[:12]}",
-                          {"from_id": ends[0], "to_id": ends[1],
-                           "type": rnd.choice(("related", "causes", "follows", "contradicts", "part_of")),
-                           "created_at": iso_js(created), "deleted_at": None}, metadata={"v": 2})
+    else:
+        yield g.entry(f"msg:{profile}:{mid}", msg)
+    # The companion's reply: cleaned in msg:, raw (with its markers) in mem:.
+    rts = ts + rnd.randint(1500, 4000)
+    reply = g.words.reply(line)
+    raw = reply
+    if rnd.random() < 0.2:
+        raw += f" [[fav:{line[:6]}]]"
+    if rnd.random() < 0.05:
+        raw = f"[[{rnd.choice(OTHER_MARKERS)}:{g.rand(5)}]]" + raw
+    amid = f"a_{rts}_{g.rand(6)}"
+    areply = _msg_value(profile, amid, "assistant", reply, datetime.fromtimestamp(rts / 1000, tz=UTC),
+                        deleted_at=deleted_at)
+    areply["content_hash"] = content_hash(profile, reply)
+    yield g.entry(f"msg:{profile}:{amid}", areply)
+    yield g.entry(f"mem:{profile}:{rts + 2}_{g.rand()}", _frag_value("assistant", raw, rts + 2))
+    yield from _curation(g, profile, created, line, mid, amid, state)
+
+
+def _curation(g: _Gen, profile: str, created: datetime, line: str, mid: str, amid: str, state: dict) -> Iterator[dict]:
+    rnd = g.rnd
+    hids, eids = state["hids"][profile], state["eids"][profile]
+    if rnd.random() < 0.05:
+        hid = f"h_{g.hex16()[:12]}"
+        if rnd.random() < 0.1:  # deleted for good later: only its tombstone is left
+            yield g.tomb(profile, "hl", hid, created + timedelta(days=2))
+            return
+        verbatim = rnd.random() < 0.9
+        start = rnd.randint(0, max(0, len(line) - 4))
+        yield g.entry(f"hl:{profile}:{hid}",
+                      {"mid": mid, "content": line[start:start + 8] if verbatim else "not what was said",
+                       "created_at": iso_js(created + timedelta(minutes=1)),
+                       "deleted_at": iso_js(created + timedelta(days=5)) if rnd.random() < 0.03 else None,
+                       "source": "user"})
+        hids.append(hid)
+    if rnd.random() < 0.02:
+        eid = f"e_{g.hex16()[:12]}"
+        if rnd.random() < 0.1:
+            yield g.tomb(profile, "exp", eid, created + timedelta(days=2))
+            return
+        sources = [mid, amid] if rnd.random() < 0.9 else [mid, "c_ffffffffffffffff"]
+        yield g.entry(f"exp:{profile}:{eid}",
+                      {"title": rnd.choice(TITLES), "content": f"用户提到：{line}",
+                       "source_mids": sources, "status": rnd.choice(("active", "candidate")),
+                       "time_certainty": rnd.choice(("exact", "approximate", "unknown")),
+                       "event_time": iso_js(created) if rnd.random() < 0.5 else rnd.choice(("去年夏天", "last spring")),
+                       "created_at": iso_js(created), "deleted_at": None})
+        eids.append(eid)
+    if rnd.random() < 0.01 and hids and eids:
+        ends = [rnd.choice(hids), rnd.choice(eids)]
+        if rnd.random() < 0.1:
+            ends[1] = "e_missing"
+        yield g.entry(f"rel:{profile}:r_{g.hex16()[:12]}",
+                      {"from_id": ends[0], "to_id": ends[1],
+                       "type": rnd.choice(("related", "causes", "follows", "contradicts", "part_of")),
+                       "created_at": iso_js(created), "deleted_at": None}, metadata={"v": 2})
+
+
+def generate(*, keys: int, seed: int = 1) -> Iterator[dict]:
+    """Yield about `keys` bulk-put entries (never fewer); KV's key order is not promised."""
+    g = _Gen(seed)
+    rnd = g.rnd
+    ts = int(datetime(2026, 3, 1, tzinfo=UTC).timestamp() * 1000)
+    # The first few percent of the keys come from before the v2 archive: fragments only.
+    v1_keys = max(10, keys // 25)
+    v0_left = max(5, keys // 200)
+    state = {"hids": {p: [] for p in PROFILES}, "eids": {p: [] for p in PROFILES}}
+    while g.n < keys:
+        # Conversations: a burst of turns, then an idle gap of an hour or more.
+        ts += rnd.randint(60, 720) * 60_000 if rnd.random() < 0.12 else rnd.randint(5, 300) * 1000
+        profile = "owner" if rnd.random() < 0.8 else rnd.choice(PROFILES[1:])
+        if g.n < v1_keys:
+            line = g.words.line()
+            if v0_left and profile == "owner":
+                v0_left -= 1
+                yield g.entry(f"mem_{ts}_{g.rand()}", _frag_value("user", line, ts))
+            else:
+                # v1: fragments only; they become messages with deterministic ids.
+                yield g.entry(f"mem:{profile}:{ts}_{g.rand()}", _frag_value("user", line, ts))
+            continue
+        yield from _turn(g, profile, ts, state)
     for profile in PROFILES:
         yield g.entry(f"meta_lastTs:{profile}", str(ts), metadata={"v": 1})
-        yield g.entry(f"meta_proactiveCount:{profile}:2026-10-20", "2")
+        yield g.entry(f"meta_proactiveCount:{profile}:2026-10-20", "2", expiration_ttl=86_400)
     yield g.entry("meta_schemaVersion", "2")
 
 
@@ -203,7 +297,7 @@ def write_dump(path: str, *, keys: int, seed: int = 1, shape: str = "put") -> in
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out", help="Where to write the dump.")
-    parser.add_argument("--keys", type=int, default=100_000, help="About how many keys.")
+    parser.add_argument("--keys", type=int, default=120_000, help="About how many keys.")
     parser.add_argument("--seed", type=int, default=1, help="Random seed (deterministic output).")
     parser.add_argument("--shape", choices=("put", "get"), default="put", help="bulk-put array or bulk-get object")
     args = parser.parse_args(argv)

@@ -56,16 +56,10 @@ def index_messages(messages: Iterable[Message], *, new: bool = False) -> int:
         next_pos = _bump_stats(profile_id, docs=len(msgs), tokens=n_tokens, positions=len(fresh))
         pos = dict(kept_pos)
         pos.update({m.pk: next_pos - len(fresh) + i for i, m in enumerate(fresh)})
+        # Rows as tuples, not RecallDocument instances: a bulk import indexes tens of thousands.
         docs.extend(
-            RecallDocument(
-                message_id=m.pk,
-                profile_id=profile_id,
-                tokens=" ".join(tokens[m.pk]),
-                pos=pos[m.pk],
-                slice_id=m.slice_id,
-                speaker=m.speaker,
-                day=m.local_day_key or m.created_at.date().isoformat(),
-            )
+            (m.pk, profile_id, " ".join(tokens[m.pk]), pos[m.pk], m.slice_id, m.speaker,
+             m.local_day_key or m.created_at.date().isoformat())
             for m in msgs
         )
         df = Counter(t for m in msgs for t in set(tokens[m.pk]))
@@ -75,12 +69,12 @@ def index_messages(messages: Iterable[Message], *, new: bool = False) -> int:
         cursor.executemany(
             "INSERT INTO memory_recalldocument (message_id, profile_id, tokens, pos, slice_id, speaker, day)"
             " VALUES (%s, %s, %s, %s, %s, %s, %s)",
-            [(d.message_id, d.profile_id, d.tokens, d.pos, d.slice_id, d.speaker, d.day) for d in docs],
+            docs,
         )
         if connection.vendor == "sqlite":
             cursor.executemany(
                 "INSERT INTO memory_recall_fts(rowid, terms) VALUES (%s, %s)",
-                [(d.message_id, " ".join(fts_terms(d.profile_id, tokens[d.message_id]))) for d in docs],
+                [(pk, " ".join(fts_terms(profile_id, tokens[pk]))) for pk, profile_id, *_ in docs],
             )
     return len(docs)
 

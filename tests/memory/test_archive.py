@@ -9,6 +9,8 @@ from django.utils import timezone
 
 from memory.archive import MidConflict, archive_message
 from memory.hashing import content_hash
+from memory.interop.legacy.rows import MessageRow
+from memory.interop.legacy.write import assign_slices
 from memory.models import Message, RecallDocument, RecallStats, Slice
 from tests.factories import ProfileFactory
 
@@ -176,3 +178,35 @@ def test_sqlite_runs_in_wal_mode_when_it_is_the_database(db):
     with connection.cursor() as cursor:
         cursor.execute("PRAGMA journal_mode")
         assert cursor.fetchone()[0].lower() == "wal"
+
+
+@pytest.mark.django_db
+def test_slice_manager_plain_sql_gives_what_the_querysets_give_s1(profile):
+    """Slice.objects.newest_open / touch pin the archive write's plain SQL to the ORM it mirrors."""
+    t0 = timezone.datetime(2026, 11, 29, 8, 0, tzinfo=timezone.UTC)
+    other = ProfileFactory(key="other")
+    for p, minutes in ((profile, 0), (profile, 40), (profile, 90), (other, 120)):
+        archive(p, mid=f"c_{minutes:016x}", created_at=t0 + timedelta(minutes=minutes))
+    Slice.objects.filter(profile=profile, key="2026-11-29-0930").update(ended_at=None)  # two open at once
+    expected = Slice.objects.for_profile(profile).open().order_by("-started_at").first()
+    assert Slice.objects.newest_open(profile.pk) == expected
+    assert Slice.objects.newest_open(ProfileFactory(key="empty").pk) is None
+    Slice.objects.touch(expected.pk, at=t0 + timedelta(hours=5))
+    assert Slice.objects.get(pk=expected.pk).last_message_at == t0 + timedelta(hours=5)
+
+
+@pytest.mark.django_db
+def test_the_bulk_import_and_the_live_archive_key_slices_alike_s1(profile):
+    """One rule: a taken start minute moves to the next free one, in both writers."""
+    t0 = timezone.datetime(2026, 11, 29, 8, 0, tzinfo=timezone.UTC)
+    archive(profile, mid="c_000000000000000a", created_at=t0)
+    Slice.objects.update(ended_at=t0)
+    row = MessageRow(mid="c_000000000000000b", speaker="user", content="x", created_at=t0 + timedelta(hours=2),
+                     legacy_key="k", content_hash="61", legacy_extra={})
+    Slice.objects.create(profile=profile, key="2026-11-29-1000", started_at=t0 + timedelta(hours=9),
+                         last_message_at=t0 + timedelta(hours=9), ended_at=t0 + timedelta(hours=9))
+    assign_slices(profile=profile, messages=[row])
+    assert Slice.objects.get(pk=row.slice_id).key == "2026-11-29-1001"
+    live = archive(profile, mid="c_000000000000000c", created_at=t0 + timedelta(hours=2, seconds=5),
+                   new_conversation=True)
+    assert live.message.slice.key == "2026-11-29-1002"

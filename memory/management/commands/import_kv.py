@@ -5,13 +5,17 @@ Exit status: 0 done, 1 bad input (nothing written), 2 usage error.
 
 import json
 import sys
+from contextlib import nullcontext
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from memory.interop.kv_import import COLUMNS, BadDump, import_kv
+from memory.interop.kv_import import BadDump, import_kv
+from memory.interop.legacy.report import COLUMNS
 from memory.management import output
 from memory.management.profiles import resolve_user
+
+MAX_NOTES = 200
 
 
 class Command(BaseCommand):
@@ -23,9 +27,7 @@ class Command(BaseCommand):
         parser.add_argument(
             "--skip-bad", action="store_true", help="Skip and report malformed records instead of stopping."
         )
-        parser.add_argument(
-            "--user", help="Owner of the imported profiles (default: the first superuser)."
-        )
+        parser.add_argument("--user", help="Owner of the imported profiles (default: the first superuser).")
         parser.add_argument("--report-json", help="Also write the final table's counts to this JSON file.")
 
     def handle(self, *args, **opts):
@@ -33,23 +35,20 @@ class Command(BaseCommand):
         path = opts["dump"]
         if path != "-" and not Path(path).is_file():
             raise CommandError(f"dump file {path!r} not found; pass the path of a KV dump", returncode=2)
-        fh = sys.stdin if path == "-" else open(path, encoding="utf-8")  # noqa: SIM115
         try:
-            with output.progress(self.stderr) as progress:
-                report = import_kv(
-                    fh=fh, user=user, dry_run=opts["dry_run"], skip_bad=opts["skip_bad"], progress=progress,
-                )
+            with nullcontext(sys.stdin) if path == "-" else open(path, encoding="utf-8") as fh:
+                with output.progress(self.stderr) as progress:
+                    report = import_kv(
+                        fh=fh, user=user, dry_run=opts["dry_run"], skip_bad=opts["skip_bad"], progress=progress,
+                    )
         except BadDump as exc:
             raise CommandError(str(exc), returncode=1) from None
         except UnicodeDecodeError as exc:
             raise CommandError(f"the dump is not UTF-8 text ({exc}). Nothing was written.", returncode=1) from None
-        finally:
-            if fh is not sys.stdin:
-                fh.close()
-        for note in report.notes[:200]:
+        for note in report.notes[:MAX_NOTES]:
             self.stdout.write(note)
-        if len(report.notes) > 200:
-            self.stdout.write(f"... and {len(report.notes) - 200} more (see --report-json)")
+        if len(report.notes) > MAX_NOTES:
+            self.stdout.write(f"... and {len(report.notes) - MAX_NOTES} more (see --report-json)")
         totals = report.as_dict()["total"]
         rows = [[family, *(c[col] for col in COLUMNS)] for family, c in report.rows()]
         self.stdout.write(output.table(["family", *COLUMNS], rows, total=["total", *(totals[c] for c in COLUMNS)]))

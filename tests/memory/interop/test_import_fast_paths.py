@@ -4,9 +4,11 @@ import json
 from datetime import UTC, datetime
 
 import pytest
+from django.db import IntegrityError
 
-from memory.interop.bulk_insert import InstanceFactory, bulk_insert
-from memory.interop.kv_import import loads_value
+from memory.interop.bulk_insert import insert_rows
+from memory.interop.legacy.read import loads_value
+from memory.interop.legacy.rows import FragmentRow, MessageRow
 from memory.interop.legacy_shapes import BadValue, read_value
 from memory.models import LegacyFragment, Message, Profile, Slice
 
@@ -85,50 +87,34 @@ def test_read_value_bad_canonical_looking_time_still_raises():
         read_value("hl", {"mid": "m", "content": "x", "created_at": "2026-13-45T99:99:99.999Z"})
 
 
-def _fields(obj):
-    return {k: v for k, v in obj.__dict__.items() if k != "_state"}
-
-
-def test_instance_factory_builds_what_the_model_builds():
-    kw = {"mid": "c_1", "speaker": "user", "content": "hi", "created_at": datetime(2026, 10, 1, tzinfo=UTC)}
-    a, b = Message(**kw), InstanceFactory(Message)(**kw)
-    assert _fields(a) == _fields(b)
-    assert list(_fields(a)) == list(_fields(b))
-    assert b._state.adding and b.pk is None
-    f1, f2 = InstanceFactory(LegacyFragment)(key="k", ts=1), InstanceFactory(LegacyFragment)(key="k", ts=1)
-    assert f1.legacy_extra == {} and f1.legacy_extra is not f2.legacy_extra  # a fresh default each
-
-
-def test_instance_factory_passes_related_objects_to_the_model(db, user):
-    profile = Profile.objects.create(user=user, key="owner")
-    msg = InstanceFactory(Message)(profile=profile, mid="c_2", speaker="user")
-    assert msg.profile_id == profile.pk
-
-
 @pytest.mark.django_db
-def test_bulk_insert_writes_the_rows_bulk_create_writes(user):
+def test_insert_rows_writes_the_rows_bulk_create_writes(user):
     profile = Profile.objects.create(user=user, key="owner")
     at = datetime(2026, 10, 1, 12, tzinfo=UTC)
     slice_ = Slice.objects.create(profile=profile, key="2026-10-01-1200", started_at=at, last_message_at=at)
-
-    def make(prefix):
-        return [
-            Message(profile=profile, slice=slice_, mid=f"{prefix}{i}", speaker="user", content=f"猫 {i}",
-                    created_at=at, attachment={"a": [1, 2]} if i % 2 else None, legacy_extra={"i": i})
-            for i in range(5)
-        ]
-
-    Message.objects.bulk_create(make("x"))
-    assert bulk_insert(Message, make("y")) is True
+    values = [
+        {"mid": f"{i}", "speaker": "user", "content": f"猫 {i}", "created_at": at, "legacy_key": f"msg:owner:{i}",
+         "content_hash": "61", "legacy_extra": {"i": i}, "attachment": {"a": [1, 2]} if i % 2 else None,
+         "deleted_at": at if i == 3 else None, "local_hour": 21}
+        for i in range(5)
+    ]
+    Message.objects.bulk_create(
+        Message(profile=profile, slice=slice_, **{**v, "mid": f"x{v['mid']}"}) for v in values
+    )
+    insert_rows(Message, [
+        MessageRow(profile_id=profile.pk, slice_id=slice_.pk, **{**v, "mid": f"y{v['mid']}"}) for v in values
+    ])
     cols = [f.attname for f in Message._meta.concrete_fields if f.attname not in ("id", "mid")]
     x = list(Message.objects.filter(mid__startswith="x").order_by("id").values_list(*cols))
     y = list(Message.objects.filter(mid__startswith="y").order_by("id").values_list(*cols))
     assert x == y
+    assert len(y) == 5
 
 
 @pytest.mark.django_db
-def test_bulk_insert_refuses_an_unsaved_related_object(user):
-    profile = Profile(user=user, key="owner")
-    frag = LegacyFragment(profile=profile, key="k", role="user", ts=1, disposition="own")
-    with pytest.raises(ValueError, match="unsaved related object"):
-        bulk_insert(LegacyFragment, [frag])
+def test_insert_rows_rows_break_constraints_like_any_insert(user):
+    profile = Profile.objects.create(user=user, key="owner")
+    row = FragmentRow(key="k", role="user", content="", ts=1, day_key="", hour=None, period="", fingerprint="f",
+                      legacy_extra={}, profile_id=profile.pk)
+    with pytest.raises(IntegrityError):
+        insert_rows(LegacyFragment, [row, row])
