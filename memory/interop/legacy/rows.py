@@ -28,6 +28,7 @@ class MessageRow:
     source_id: str = ""
     sync_status: str = ""
     deleted_at: datetime | None = None
+    reviewed_at: datetime | None = None  # D4: an admin reviewed a historic soft delete
     attachment: dict | None = None
     profile_id: int | None = None
     slice_id: int | None = None

@@ -8,6 +8,7 @@ import pytest
 from django.core.management import call_command
 
 from memory.interop.synthetic import write_dump
+from memory.models.archive import PROFILE_KEY_RE
 from tests.factories import MessageFactory, ProfileFactory, TombstoneFactory
 
 pytestmark = pytest.mark.django_db
@@ -31,8 +32,6 @@ def _entries_by_key(items: list[dict]) -> dict:
 def _fallback_under_owner(entries: dict) -> dict:
     """LEGACY_KV rule 5 + issue 15: a record whose profile failed P1's regex was imported under
     `owner` and exports as owner's — the one documented renaming of the round trip."""
-    from memory.interop.kv_import import PROFILE_KEY_RE
-
     out = {}
     for key, (value, attrs) in entries.items():
         family, _, rest = key.partition(":")

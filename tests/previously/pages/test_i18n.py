@@ -106,7 +106,7 @@ NOT_INTERFACE = {
     "previously/agent/analyzer.py", "previously/agent/briefing.py", "memory/clock.py",
     "memory/card/inject.py", "memory/card/directives.py", "memory/card/mutations.py",
     "memory/models/archive.py", "memory/proactive.py", "memory/recall/tokenize.py",
-    "memory/recall/rank.py", "memory/recall/context.py", "memory/interop/kv_import.py",
+    "memory/recall/rank.py", "memory/recall/context.py", "memory/interop/legacy/kinds.py",
     "memory/interop/synthetic.py",
 }
 HAN = re.compile(r"[\u4e00-\u9fff]")
