@@ -96,7 +96,7 @@ def upload_image(request):
     profile = current_profile(request)
     mid = request.POST.get("mid", "")
     upload = request.FILES.get("image")
-    if not USER_MID_RE.match(mid):
+    if not USER_MID_RE.fullmatch(mid):
         return _refused(gettext("invalid message id: expected c_ and 16 hex digits"), 400)
     if upload is None:
         return _refused(gettext("no image in the request"), 400)
