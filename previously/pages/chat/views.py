@@ -10,7 +10,7 @@ from django.utils.translation import gettext
 from django.views.decorators.http import require_POST
 
 from memory.archive import MidConflict
-from memory.images import ImageRefused, store_image_message, stored_path
+from memory.images import ImageRefused, sniff, store_image_message, stored_path
 from memory.models import Message, Profile
 from memory.models.archive import USER_MID_RE
 from previously.agent.lifecycle import archive_line
@@ -135,7 +135,6 @@ def image(request, pk: int, thumb: bool = False):
     message = get_object_or_404(
         Message.objects.live(), pk=pk, profile__user=request.user, message_type=Message.Type.IMAGE
     )
-    attachment = message.attachment if isinstance(message.attachment, dict) else {}
     path = stored_path(message, thumb=thumb)
     if not path:
         raise Http404("image file not migrated")
@@ -143,8 +142,15 @@ def image(request, pk: int, thumb: bool = False):
         f = default_storage.open(path, "rb")
     except (OSError, ValueError):
         raise Http404("image file missing") from None
-    content_type = "image/jpeg" if thumb else attachment.get("content_type") or "application/octet-stream"
+    # S4: the type is read from the stored file itself, never from the attachment metadata
+    # (which an import sets); a file that is not one of our image formats is not served.
+    content_type = sniff(f)
+    if content_type is None:
+        f.close()
+        raise Http404("image file is not an image")
+    f.seek(0)
     response = FileResponse(f, content_type=content_type)
+    response["Content-Disposition"] = f'inline; filename="image.{content_type.rsplit("/", 1)[-1]}"'
     response["Cache-Control"] = "private, max-age=86400"
     response["X-Content-Type-Options"] = "nosniff"
     return response
