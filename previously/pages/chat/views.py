@@ -18,6 +18,7 @@ from previously.agent.lifecycle import new_conversation as start_new_conversatio
 from previously.chat.turn import reply_in_background
 from previously.llm import get_provider
 from previously.pages.current_profile import current_profile
+from previously.pages.safe_urls import local_path
 
 PAGE_SIZE = 30
 
@@ -81,7 +82,7 @@ def new_conversation(request):
     start_new_conversation(profile)
     if request.htmx:
         return render(request, "chat/chat.html#divider", {"lang": profile.language})
-    return redirect(request.POST.get("next") or "home")
+    return redirect(local_path(request.POST.get("next")) or "home")
 
 
 def _refused(text: str, status: int) -> HttpResponse:
