@@ -75,7 +75,7 @@ class MessageAdmin(admin.ModelAdmin):
     search_fields = ["mid", "content", "legacy_key"]
     date_hierarchy = "created_at"
     raw_id_fields = ["slice"]
-    actions = [admin_actions.purge_soft_deleted, admin_actions.restore_soft_deleted]
+    actions = [admin_actions.purge_soft_deleted, admin_actions.restore_soft_deleted, admin_actions.repair_message_ids]
 
     @admin.display(description=_("content"))
     def short_content(self, obj):
