@@ -89,6 +89,8 @@ def _text(value) -> str | None:
         value.encode("utf-8")
     except UnicodeEncodeError:
         return "contains a lone surrogate (text that cannot be stored)"
+    if "\x00" in value:
+        return "contains a NUL character (text that cannot be stored)"
     return None
 
 

@@ -59,14 +59,21 @@ def frame_problem(data) -> str | None:
             continue
         if not isinstance(value, str):
             return format_lazy(gettext_lazy("Unreadable frame: “{field}” must be text."), field=name)
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
+        if not _storable(value):
             return format_lazy(gettext_lazy("Unreadable frame: “{field}” has a character that cannot be stored."),
                                field=name)
         if name in FRAME_ID_FIELDS and value and not OBJECT_ID_RE.fullmatch(value):
             return format_lazy(gettext_lazy("Unreadable frame: “{field}” is not a message id."), field=name)
     return None
+
+
+def _storable(text: str) -> bool:
+    """No lone surrogate (not UTF-8) and no NUL (PostgreSQL refuses it)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return "\x00" not in text
 
 
 @db_call

@@ -60,6 +60,7 @@ def test_the_dry_run_writes_nothing_and_opens_no_transaction(export):
     ("messages", "mid", "c_0000000000000000\n", "is not an id"),
     ("messages", "mid", "\ud800", "is not an id"),
     ("messages", "content", "bad \ud800 text", "lone surrogate"),
+    ("messages", "content", "bad \x00 text", "NUL character"),
     ("messages", "slice", "2026-13-99-xxxx", "is not a slice key"),
     ("messages", "created_at", "yesterday", "is not an ISO 8601 time"),
     ("tombstones", "kind", "everything", "'everything' is not one of"),

@@ -26,6 +26,7 @@ pytestmark = pytest.mark.django_db(transaction=True)
     ('{"action": "send", "mid": ["c_0000000000000001"], "text": "hi"}', "“mid” must be text"),
     ('{"action": "send", "mid": "c_0000000000000001", "text": {"x": 1}}', "“text” must be text"),
     ('{"action": "send", "mid": "c_0000000000000001", "text": "bad \\ud800"}', "cannot be stored"),
+    ('{"action": "send", "mid": "c_0000000000000001", "text": "bad \\u0000"}', "cannot be stored"),
     ('{"action": "retry", "mid": "a/b"}', "“mid” is not a message id"),
     ('{"action": "resync", "after": "c_1\\n# x"}', "“after” is not a message id"),
     ('{"action": "send", "mid": "c_0000000000000001", "text": "hi", "tz": 8}', "“tz” must be text"),
