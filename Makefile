@@ -9,7 +9,7 @@ PORT ?= 8000
 LOCK := requirements/lock.txt
 LOCK_VENV := .venv-lock
 
-.PHONY: install lock run test bench lint migrate clean scale loadtest faults
+.PHONY: install lock run test bench lint migrate clean scale loadtest faults hostile
 
 # Find a Python >= 3.12: python3.12/python3.13 on PATH (3.12 first: the lock is made there),
 # then pyenv's versions.
@@ -60,7 +60,7 @@ run: migrate
 	@echo ""
 	@echo "Previously is running at http://127.0.0.1:$(PORT)/  (admin: http://127.0.0.1:$(PORT)/admin/)"
 	@echo "Log in with the account above. Ctrl+C stops the server."
-	$(VENV)/bin/daphne -b 127.0.0.1 -p $(PORT) previously.asgi:application
+	$(PY) -m previously.server -b 127.0.0.1 -p $(PORT) previously.asgi:application
 
 test: install
 	$(PY) -m pytest $(PYTEST_ARGS)
@@ -85,6 +85,11 @@ loadtest: install
 faults: install
 	$(PY) -m pytest -q tests/previously/agent/test_faults.py tests/previously/chat/test_resync.py \
 	  tests/previously/test_scale_out.py "tests/previously/chat/test_consumer.py::test_a_model_dying_mid_stream_archives_the_partial_as_failed_and_retry_works_l3"
+
+# Issue 16's hostile-input suite against a real server on loopback (previously.server, the
+# Daphne `make run` starts), printing memory and latency figures; also part of `make test`.
+hostile: install
+	$(PY) -m pytest -q -s -p no:cacheprovider tests/hostile $(PYTEST_ARGS) | grep -E '^\[hostile\]|passed|failed|error' ; exit $${PIPESTATUS[0]}
 
 # Style (ruff) and the layering contracts of pyproject's [tool.importlinter] (issue 14).
 lint: install

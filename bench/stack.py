@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-BIN = Path(sys.executable).parent
 
 
 def free_port() -> int:
@@ -77,8 +76,9 @@ class Stack:
         self.manage("migrate", "--noinput")
         for n in range(self.processes):
             port = free_port()
-            proc = self._spawn(f"daphne-{n}", [str(BIN / "daphne"), "-b", "127.0.0.1", "-p", str(port),
-                                               "previously.asgi:application"])
+            # previously.server: Daphne with request bodies bounded before parsing (S4).
+            proc = self._spawn(f"daphne-{n}", [sys.executable, "-m", "previously.server", "-b", "127.0.0.1",
+                                               "-p", str(port), "previously.asgi:application"])
             wait_for_port(port, proc)
             self.ports.append(port)
         if self.tasks == "db":

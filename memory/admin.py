@@ -149,7 +149,7 @@ class MessageAdmin(ReadOnlyContent, ForgetThroughMemory):
     search_fields = ["mid", "content", "legacy_key"]
     date_hierarchy = "created_at"
     raw_id_fields = ["slice"]
-    actions = SOFT_DELETE_ACTIONS
+    actions = [*SOFT_DELETE_ACTIONS, admin_actions.repair_message_ids]
 
     @admin.display(description=_("content"))
     def short_content(self, obj):

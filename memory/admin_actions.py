@@ -1,12 +1,16 @@
 """Admin actions for review (C3) and soft-delete cleanup (D4); they call the same domain verbs."""
 
+import hashlib
+
 from django.contrib import admin, messages
+from django.db import transaction
 from django.template.response import TemplateResponse
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from memory.deletion import keep_records, message_refs, purge_records, restore_records
-from memory.models import ExperienceHistory, Message
+from memory.models import ExperienceHistory, ExperienceSource, Highlight, Message
+from memory.models.archive import OBJECT_ID_RE
 
 
 @admin.action(description=_("Confirm selected candidate experiences"), permissions=["change"])
@@ -86,3 +90,29 @@ def restore_soft_deleted(modeladmin, request, queryset):
         "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
     }
     return TemplateResponse(request, "admin/memory/restore_confirmation.html", context)
+
+
+@admin.action(description=_("Repair message ids that are not valid ids"), permissions=["change"])
+def repair_message_ids(modeladmin, request, queryset):
+    """S5 (issue 16): a message id stored before ids were full-matched on the way in (one with
+    '/', a newline, a lone surrogate…) broke the pages that link to it. Each selected message
+    whose id fails the pattern gets `r_<16 hex>` (from its profile and old id, so the same on
+    every run), its highlights and experience sources follow, and the old id is kept in
+    legacy_extra["original_mid"]."""
+    repaired = 0
+    for message in queryset.only("pk", "profile_id", "mid", "legacy_extra"):
+        if OBJECT_ID_RE.fullmatch(message.mid):
+            continue
+        old = message.mid
+        digest = hashlib.sha256(f"{message.profile_id}|{old}".encode("utf-8", "surrogatepass")).hexdigest()
+        new = f"r_{digest[:16]}"
+        with transaction.atomic():
+            extra = dict(message.legacy_extra or {})
+            extra.setdefault("original_mid", old)
+            Message.objects.filter(pk=message.pk).update(mid=new, legacy_extra=extra)
+            Highlight.objects.filter(profile_id=message.profile_id, mid=old).update(mid=new)
+            ExperienceSource.objects.filter(experience__profile_id=message.profile_id, mid=old).update(mid=new)
+        repaired += 1
+    modeladmin.message_user(
+        request, gettext("Repaired %(count)d message id(s).") % {"count": repaired}, messages.SUCCESS
+    )

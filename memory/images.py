@@ -14,12 +14,13 @@ import base64
 import hashlib
 import io
 import logging
+import re
 from dataclasses import dataclass
 
 from django.conf import settings
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
-from PIL import Image, UnidentifiedImageError
+from PIL import Image, ImageOps, UnidentifiedImageError
 
 from memory.archive import Archived, MidConflict, MidTombstoned, archive_message
 from memory.models import Message, Profile, Tombstone
@@ -34,7 +35,9 @@ FORMATS = {
     "WEBP": ("image/webp", "webp"),
 }
 THUMB_SIZE = (320, 320)
-MAX_PIXELS = 50_000_000  # refuse decompression bombs well before Pillow's own limit
+# Read from the header before any pixel is decoded (S4): 25 MP (a 6000×4000 photo) decodes
+# to at most ~100 MB; a 7000×7000 PNG of 186 KB is refused without costing 375 MB.
+MAX_PIXELS = 25_000_000
 NAME_MAX = 200
 
 
@@ -81,6 +84,10 @@ def check_image(data: bytes, *, name: str = "") -> CheckedImage:
     if fmt not in FORMATS:
         raise ImageRefused(f"unsupported image format {fmt}; send JPEG, PNG, GIF or WebP")
     content_type, ext = FORMATS[fmt]
+    try:
+        data = reencode(data, fmt)
+    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError):
+        raise ImageRefused("not an image (JPEG, PNG, GIF or WebP by content)") from None
     return CheckedImage(
         data=data,
         content_type=content_type,
@@ -90,6 +97,38 @@ def check_image(data: bytes, *, name: str = "") -> CheckedImage:
         sha256=hashlib.sha256(data).hexdigest(),
         name=_clean_name(name),
     )
+
+
+def reencode(data: bytes, fmt: str) -> bytes:
+    """S4: the image decoded and written again in its own format, so what is stored is only
+    pixels — no trailing bytes, comments or metadata a polyglot (GIF/JS, PNG/HTML) hides in.
+    The EXIF orientation is applied first; animations keep their frames."""
+    with Image.open(io.BytesIO(data)) as image:
+        animated = getattr(image, "is_animated", False) and fmt in ("GIF", "WEBP")
+        out = io.BytesIO()
+        if animated:
+            image.save(out, fmt, save_all=True, loop=image.info.get("loop", 0),
+                       duration=image.info.get("duration", 100))
+        else:
+            frame = ImageOps.exif_transpose(image)
+            if fmt == "JPEG":
+                frame = frame if frame.mode in ("RGB", "L") else frame.convert("RGB")
+                frame.save(out, "JPEG", quality=90)
+            elif fmt == "WEBP":
+                frame.save(out, "WEBP", quality=90)
+            else:
+                frame.save(out, fmt)
+    return out.getvalue()
+
+
+def sniff(stream) -> str | None:
+    """The content type of a stored file, read from its own header (S4): one of FORMATS' or
+    None. The served type never comes from attachment metadata, which an import can set."""
+    try:
+        with Image.open(stream) as probe:
+            return FORMATS.get(probe.format, (None,))[0]
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError, Image.DecompressionBombError):
+        return None
 
 
 def _clean_name(name: str) -> str:
@@ -166,13 +205,17 @@ def store_image_message(
 
 
 def _paths(message: Message) -> list[str]:
-    # Only files under the profile's own folder: an imported record naming another path (a
-    # crafted or foreign dump) can neither serve nor delete someone else's file.
+    # Only the files this message's upload wrote: images/<profile pk>/<mid>.<ext> and
+    # <mid>.thumb.jpg (the storage may have added "_<7 characters>" to a taken name). An
+    # imported record naming any other path (a crafted or foreign dump, S4) can neither serve
+    # nor delete another file, of this profile or anyone's.
     attachment = message.attachment if isinstance(message.attachment, dict) else {}
-    prefix = f"images/{message.profile_id}/"
+    base = f"images/{message.profile_id}/{re.escape(message.mid)}"
+    shapes = (re.compile(base + r"(_[A-Za-z0-9]{7})?\.(jpg|png|gif|webp)"),
+              re.compile(base + r"\.thumb(_[A-Za-z0-9]{7})?\.jpg"))
     return [
-        p for p in (attachment.get("path"), attachment.get("thumb"))
-        if isinstance(p, str) and p.startswith(prefix) and ".." not in p
+        p for p, shape in zip((attachment.get("path"), attachment.get("thumb")), shapes, strict=True)
+        if isinstance(p, str) and shape.fullmatch(p)
     ]
 
 
@@ -218,5 +261,7 @@ def data_url(message: Message) -> str | None:
     except OSError:
         log.warning("image file %s of %s is missing", attachment["path"], message.mid)
         return None
-    content_type = attachment.get("content_type") or "image/jpeg"
+    content_type = sniff(io.BytesIO(data))
+    if content_type is None:
+        return None
     return f"data:{content_type};base64,{base64.b64encode(data).decode('ascii')}"

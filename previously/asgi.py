@@ -15,6 +15,7 @@ from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E40
 from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler  # noqa: E402
 
 from previously.housekeeping import StartsHousekeeping  # noqa: E402
+from previously.origins import SameOriginValidator  # noqa: E402
 from previously.routing import websocket_urlpatterns  # noqa: E402
 
 application = StartsHousekeeping(
@@ -23,8 +24,9 @@ application = StartsHousekeeping(
             # `make run` is plain Daphne, one process: it serves /static/ itself from the
             # finders; a proxy in front may serve STATIC_ROOT (collectstatic) at scale.
             "http": ASGIStaticFilesHandler(django_asgi_app),
+            # The Origin's host must be allowed, and its scheme and port the site's own (S5).
             "websocket": AllowedHostsOriginValidator(
-                AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
+                SameOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns)))
             ),
         }
     )

@@ -1,4 +1,5 @@
-"""The server process's periodic housekeeping (S1): close idle slices every minute; every
+"""The server process's periodic housekeeping (S1): close idle slices every minute (and remove
+import previews older than PREVIOUSLY_IMPORT_PREVIEW_HOURS, S4); every
 PREVIOUSLY_PROACTIVE_CHECK_SECONDS, queue the proactive check (K15: due Horizon items).
 
 Started once per process by the ASGI application on its first connection (never by
@@ -12,6 +13,7 @@ import time
 from django.conf import settings
 from django.db import close_old_connections, connections
 
+from memory.interop.previews import sweep_previews
 from previously.agent.lifecycle import close_idle_slices, fail_stale_runs
 from previously.chat.proactive import proactive_check
 
@@ -40,6 +42,9 @@ def run_idle_check() -> int:
     failed = fail_stale_runs()
     if closed or failed:
         log.info("idle check: closed %d slice(s), marked %d stale run(s) failed", len(closed), failed)
+    swept = sweep_previews()  # S4: import previews never applied nor cancelled
+    if swept:
+        log.info("idle check: removed %d expired import preview(s)", swept)
     return len(closed)
 
 

@@ -133,6 +133,10 @@ TUNABLES: dict[str, Tunable] = {
     ),
     # The data page refuses exports larger than this (hostile input).
     "PREVIOUSLY_MAX_IMPORT_BYTES": Tunable(200 * 1024 * 1024, minimum=1),
+    # S4 (issue 16): JSON objects + arrays an export may hold (counted from the bytes before it
+    # is parsed); hours an unapplied import preview's file is kept before housekeeping removes it.
+    "PREVIOUSLY_IMPORT_MAX_OBJECTS": Tunable(3_000_000, minimum=1),
+    "PREVIOUSLY_IMPORT_PREVIEW_HOURS": Tunable(6, minimum=1),
     # Threads per process for the chat's database calls on PostgreSQL (previously/chat/db.py).
     "PREVIOUSLY_DB_THREADS": Tunable(4, minimum=1),
     "PREVIOUSLY_LOG_LEVEL": Tunable("INFO", choices=LOG_LEVELS),

@@ -29,8 +29,13 @@ profile_key_validator = RegexValidator(
 SLICE_KEY_PATTERN = r"^\d{4}-\d{2}-\d{2}-\d{4}\Z"
 # Message ids (SPEC A2): c_<16 hex> from the browser, a_<epoch ms>_<short id> for replies;
 # imported legacy ids are kept as they were, so the column only bounds their length.
-USER_MID_RE = re.compile(r"^c_[0-9a-f]{16}$")
-ASSISTANT_MID_RE = re.compile(r"^a_\d{10,16}_[0-9A-Za-z]{3,16}$")
+# Use them with fullmatch (issue 16: "c_…\n" passed a "$"-anchored match).
+USER_MID_RE = re.compile(r"c_[0-9a-f]{16}")
+ASSISTANT_MID_RE = re.compile(r"a_[0-9]{10,16}_[0-9A-Za-z]{3,16}")
+# Any id that enters from outside (mid, hid, eid, rid, a tombstone's object id; SPEC S5): 1-64
+# characters, none of them '/', '\\', whitespace, a control character, a lone surrogate or
+# HTML/prompt punctuation — ids appear in URLs, in pages and in the prompt. Use with fullmatch.
+OBJECT_ID_RE = re.compile(r"[^\s/\\\x00-\x1f\x7f\ud800-\udfff<>\"'`\[\]{}]{1,64}")
 
 
 def validate_profile_key(key: str) -> str:

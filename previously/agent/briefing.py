@@ -1,5 +1,6 @@
 """K14: the arrival briefing — on a new slice, greet by the card's name, ask about overdue
-Horizon items. The chat adds it to the system prompt on the first turn of a slice."""
+Horizon items. The chat adds it to the system prompt on the first turn of a slice. The card's
+values in it are quoted (`<<< … >>>`, SPEC R6/S5): it comes after the safety boundary."""
 
 from datetime import datetime
 
@@ -10,6 +11,7 @@ from memory.card import Card
 from memory.card.store import live_card, parse_or_empty
 from memory.clock import local_clock
 from memory.models import Message, Profile, Slice
+from memory.quoting import quote_inline
 from previously.i18n import for_profile
 
 _ADDRESS_FIELDS = ("address them as", "称呼")
@@ -40,16 +42,16 @@ def briefing_text(profile: Profile, *, tz: str | None, now: datetime | None = No
         lines = [gettext("Arrival briefing (a new conversation starts):")]
         if name and address:
             lines.append(gettext("- Greet them by name, %(name)s (address them as: %(address)s).") % {
-                "name": name, "address": address})
+                "name": quote_inline(name), "address": quote_inline(address)})
         elif name:
-            lines.append(gettext("- Greet them by name, %(name)s.") % {"name": name})
+            lines.append(gettext("- Greet them by name, %(name)s.") % {"name": quote_inline(name)})
         if overdue:
             lines.append(gettext("- These commitments are past their date; ask naturally how they went:"))
             for item, late in overdue:
                 lines.append("  - " + ngettext(
                     "%(text)s (by %(date)s, %(days)d day overdue)",
                     "%(text)s (by %(date)s, %(days)d days overdue)", late,
-                ) % {"text": item.text, "date": item.by, "days": late})
+                ) % {"text": quote_inline(item.text), "date": item.by, "days": late})
     return "\n".join(lines)
 
 

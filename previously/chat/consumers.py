@@ -9,12 +9,16 @@ is and htmx swaps it out-of-band. That is the only event type handled.
 import asyncio
 import json
 import logging
+from importlib import import_module
 
 from channels.generic.websocket import AsyncWebsocketConsumer
+from django.conf import settings
+from django.contrib.auth import SESSION_KEY
 from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy
 
 from memory.models import Profile
+from memory.models.archive import OBJECT_ID_RE
 from previously.chat import turn
 from previously.chat.db import db_call
 from previously.chat.proactive import should_welcome_back, welcome_back_task
@@ -37,6 +41,49 @@ def _welcome_back_if_away(profile: Profile) -> None:
             welcome_back_task.enqueue(profile.pk)
     except Exception:  # noqa: BLE001 - never in the way of opening the chat
         log.exception("welcome-back check failed for profile %s", profile.pk)
+
+
+# S5 (issue 16): every frame shape gets a clear refusal. The fields a frame may carry are text
+# (or absent/null); the ones naming a message are full-match ids.
+FRAME_TEXT_FIELDS = ("action", "mid", "text", "local_time", "tz", "after", "failed")
+FRAME_ID_FIELDS = ("mid", "after", "failed")
+
+
+def frame_problem(data) -> str | None:
+    """Why a parsed frame cannot be handled (translatable), or None when its shape is right."""
+    if not isinstance(data, dict):
+        return gettext_lazy("Unreadable frame: expected JSON.")
+    for name in FRAME_TEXT_FIELDS:
+        value = data.get(name)
+        if value is None:
+            continue
+        if not isinstance(value, str):
+            return format_lazy(gettext_lazy("Unreadable frame: “{field}” must be text."), field=name)
+        if not _storable(value):
+            return format_lazy(gettext_lazy("Unreadable frame: “{field}” has a character that cannot be stored."),
+                               field=name)
+        if name in FRAME_ID_FIELDS and value and not OBJECT_ID_RE.fullmatch(value):
+            return format_lazy(gettext_lazy("Unreadable frame: “{field}” is not a message id."), field=name)
+    return None
+
+
+def _storable(text: str) -> bool:
+    """No lone surrogate (not UTF-8) and no NUL (PostgreSQL refuses it)."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return "\x00" not in text
+
+
+@db_call
+def _session_alive(scope) -> bool:
+    """S5: the socket's login session still exists for its user (logout flushes it)."""
+    session = scope.get("session")
+    if session is None or not getattr(session, "session_key", None):
+        return True  # no cookie session (in-process test scopes): nothing to re-check
+    fresh = import_module(settings.SESSION_ENGINE).SessionStore(session_key=session.session_key)
+    return str(fresh.get(SESSION_KEY)) == str(scope["user"].pk)
 
 
 class ChatConsumer(AsyncWebsocketConsumer):
@@ -69,10 +116,14 @@ class ChatConsumer(AsyncWebsocketConsumer):
     async def receive(self, text_data=None, bytes_data=None):
         try:
             data = json.loads(text_data or "")
-        except ValueError:
+        except (ValueError, RecursionError):
             data = None
-        if not isinstance(data, dict):
-            await self.send_html(turn.notice(gettext_lazy("Unreadable frame: expected JSON."), lang=self.profile.language))
+        problem = frame_problem(data)
+        if problem is not None:
+            await self.send_html(turn.notice(problem, lang=self.profile.language))
+            return
+        if not await _session_alive(self.scope):  # logged out since the socket opened
+            await self.close(code=4401)
             return
         action = data.get("action") or "send"
         handler = {

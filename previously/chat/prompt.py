@@ -5,72 +5,21 @@ and card frozen for its life), so it is byte-identical on every turn of a slice 
 provider's prompt cache keeps hitting; it is cached per slice here.
 """
 
-import unicodedata
+import re
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from memory.clock import LocalClock, period_label
+from memory.clock import PERIOD_IDS, LocalClock, period_label
 from memory.images import data_url, image_label
 from memory.models import Message, Profile, Slice
+from memory.models.archive import OBJECT_ID_RE
+from memory.quoting import CLOSE, OPEN, neutralise, quote, quote_inline  # noqa: F401 - the prompt's API
 from memory.recall.context import Recalled
 
-OPEN, CLOSE = "<<<", ">>>"
-# "<" and ">" and their look-alikes (full-width, small, CJK brackets, guillemets, math),
-# with how many brackets each one reads as ("≫" looks like two, "⋙" like three).
-_LEFT = {c: 1 for c in "<＜﹤〈《⟨‹«❮❬⟪〈˂ᐸ"} | {"≪": 2, "⋘": 3}
-_RIGHT = {c: 1 for c in ">＞﹥〉》⟩›»❯❭⟫〉˃ᐳ"} | {"≫": 2, "⋙": 3}
-_BRACKETS = frozenset(_LEFT) | frozenset(_RIGHT)
-_SPELT = {"≪": "< <", "≫": "> >", "⋘": "< < <", "⋙": "> > >"}
+DAY_KEY_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 PREFIX_CACHE_SIZE = 512
 _prefix_cache: OrderedDict[tuple, str] = OrderedDict()
-
-
-def _hidden(ch: str) -> bool:
-    # Format characters (zero-width, bidi controls, tags…) draw nothing and can hide a run.
-    return unicodedata.category(ch) == "Cf"
-
-
-def _mark(ch: str) -> bool:
-    # A combining mark draws on the bracket before it; "<\u0301<<" still reads as "<<<".
-    return unicodedata.category(ch) in ("Mn", "Me")
-
-
-def neutralise(text: str) -> str:
-    """User-supplied text made safe inside <<< >>>: no run of three angle brackets survives,
-    however it is spelt (look-alikes, invisible characters or combining marks between them)."""
-    if _BRACKETS.isdisjoint(text):
-        return text  # no bracket of any kind: nothing can form a run (the common case, fast)
-    out: list[str] = []
-    run: list[str] = []
-
-    def flush() -> None:
-        brackets = [c for c in run if not _mark(c)]
-        left = sum(_LEFT.get(c, 0) for c in brackets)
-        right = sum(_RIGHT.get(c, 0) for c in brackets)
-        if left >= 3 or right >= 3:
-            out.append(" ".join(_SPELT.get(c, c) for c in brackets))  # marks in the run are dropped
-        else:
-            out.extend(run)
-        run.clear()
-
-    for ch in text:
-        if _hidden(ch):
-            continue
-        if ch in _LEFT or ch in _RIGHT or (run and _mark(ch)):
-            run.append(ch)
-        else:
-            if run:
-                flush()
-            out.append(ch)
-    if run:
-        flush()
-    return "".join(out)
-
-
-def quote(text: str) -> str:
-    """Wrap data in the block the safety boundary names (R6)."""
-    return f"{OPEN}\n{neutralise(text)}\n{CLOSE}"
 
 
 @dataclass(frozen=True)
@@ -181,10 +130,18 @@ def stable_prefix(*, profile: Profile, slice_: Slice, card_text: str) -> str:
 
 
 def when(message: Message, w: Words, language: str) -> str:
-    hour = f" {message.local_hour:02d}h" if message.local_hour is not None else ""
-    period = f" {period_label(message.period, language)}" if message.period else ""
-    day = message.local_day_key or message.created_at.date().isoformat()
-    return f"{day}{hour}{period}"
+    """The line's local time, each part validated to its type (S5): stored metadata (an import
+    sets it) reaches the prompt outside the quotes, so only a day, an hour and a known period."""
+    hour = message.local_hour
+    hour = f" {hour:02d}h" if isinstance(hour, int) and 0 <= hour <= 23 else ""
+    period = f" {period_label(message.period, language)}" if message.period in PERIOD_IDS else ""
+    day = message.local_day_key if DAY_KEY_RE.fullmatch(message.local_day_key or "") else ""
+    return f"{day or message.created_at.date().isoformat()}{hour}{period}"
+
+
+def ref(mid: str) -> str:
+    """A message id as shown in the prompt: itself when it full-matches an id, else "?"."""
+    return mid if isinstance(mid, str) and OBJECT_ID_RE.fullmatch(mid) else "?"
 
 
 def speaker(message: Message, w: Words) -> str:
@@ -212,7 +169,7 @@ def system_prompt(
         stable_prefix(profile=profile, slice_=slice_, card_text=card_text),
         now,
         _section(w.fragments, [f"- [{when(m, w, lang)}] {speaker(m, w)}:\n{quote(m.content)}" for m in fragments], w),
-        _section(w.highlights, [f"- ({h.mid})\n{quote(h.content)}" for h in recalled.highlights], w),
+        _section(w.highlights, [f"- ({ref(h.mid)})\n{quote(h.content)}" for h in recalled.highlights], w),
         _section(w.active, [f"- {quote(e.title + ': ' + e.content)}" for e in recalled.active if e.pk not in disputed], w),
         _section(
             w.candidates,

@@ -59,7 +59,7 @@ class UserFrame:
     def parse(cls, data: dict) -> "UserFrame":
         mid = str(data.get("mid") or "")
         text = str(data.get("text") or "")
-        if not USER_MID_RE.match(mid):
+        if not USER_MID_RE.fullmatch(mid):
             raise BadFrame(gettext_lazy("invalid message id: expected c_ and 16 hex digits"))
         if not text.strip():
             raise BadFrame(gettext_lazy("empty message"))

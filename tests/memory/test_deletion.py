@@ -177,8 +177,8 @@ def test_a_hidden_message_can_be_deleted_for_good(profile):
 def test_hard_delete_removes_the_stored_attachment_file(profile, settings, tmp_path, django_capture_on_commit_callbacks):
     settings.STORAGES = {**settings.STORAGES, "default": {
         "BACKEND": "django.core.files.storage.FileSystemStorage", "OPTIONS": {"location": str(tmp_path)}}}
-    path = default_storage.save(f"images/{profile.pk}/cat.png", ContentFile(b"png"))
-    thumb = default_storage.save(f"images/{profile.pk}/cat.thumb.jpg", ContentFile(b"jpg"))
+    path = default_storage.save(f"images/{profile.pk}/c_0000000000000001.png", ContentFile(b"png"))
+    thumb = default_storage.save(f"images/{profile.pk}/c_0000000000000001.thumb.jpg", ContentFile(b"jpg"))
     message = archive_message(
         profile=profile, mid="c_0000000000000001", speaker="user", content="",
         message_type="image", attachment={"path": path, "thumb": thumb},

@@ -12,7 +12,7 @@ from django.views.decorators.http import require_POST
 
 from memory.archive import MidConflict, MidTombstoned
 from memory.curation import HighlightRefused, add_favourite, remove_favourite
-from memory.images import ImageRefused, store_image_message, stored_path
+from memory.images import ImageRefused, sniff, store_image_message, stored_path
 from memory.models import Favourite, Message, Profile
 from memory.models.archive import USER_MID_RE
 from previously.agent.lifecycle import archive_line
@@ -20,6 +20,7 @@ from previously.agent.lifecycle import new_conversation as start_new_conversatio
 from previously.chat.turn import reply_in_background
 from previously.llm import get_provider
 from previously.pages.current_profile import current_profile
+from previously.pages.safe_urls import local_path
 
 PAGE_SIZE = 30
 
@@ -83,7 +84,7 @@ def new_conversation(request):
     start_new_conversation(profile)
     if request.htmx:
         return render(request, "chat/chat.html#divider", {"lang": profile.language})
-    return redirect(request.POST.get("next") or "home")
+    return redirect(local_path(request.POST.get("next")) or "home")
 
 
 def _refused(text: str, status: int) -> HttpResponse:
@@ -98,7 +99,7 @@ def upload_image(request):
     profile = current_profile(request)
     mid = request.POST.get("mid", "")
     upload = request.FILES.get("image")
-    if not USER_MID_RE.match(mid):
+    if not USER_MID_RE.fullmatch(mid):
         return _refused(gettext("invalid message id: expected c_ and 16 hex digits"), 400)
     if upload is None:
         return _refused(gettext("no image in the request"), 400)
@@ -139,7 +140,6 @@ def image(request, pk: int, thumb: bool = False):
     message = get_object_or_404(
         Message.objects.live(), pk=pk, profile__user=request.user, message_type=Message.Type.IMAGE
     )
-    attachment = message.attachment if isinstance(message.attachment, dict) else {}
     path = stored_path(message, thumb=thumb)
     if not path:
         raise Http404("image file not migrated")
@@ -147,8 +147,15 @@ def image(request, pk: int, thumb: bool = False):
         f = default_storage.open(path, "rb")
     except (OSError, ValueError):
         raise Http404("image file missing") from None
-    content_type = "image/jpeg" if thumb else attachment.get("content_type") or "application/octet-stream"
+    # S4: the type is read from the stored file itself, never from the attachment metadata
+    # (which an import sets); a file that is not one of our image formats is not served.
+    content_type = sniff(f)
+    if content_type is None:
+        f.close()
+        raise Http404("image file is not an image")
+    f.seek(0)
     response = FileResponse(f, content_type=content_type)
+    response["Content-Disposition"] = f'inline; filename="image.{content_type.rsplit("/", 1)[-1]}"'
     response["Cache-Control"] = "private, max-age=86400"
     response["X-Content-Type-Options"] = "nosniff"
     return response

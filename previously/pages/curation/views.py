@@ -16,7 +16,6 @@ from django.core.paginator import Paginator
 from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.utils.http import url_has_allowed_host_and_scheme
 from django.utils.translation import gettext
 from django.views.decorators.http import require_POST
 from django_htmx.http import trigger_client_event
@@ -49,6 +48,7 @@ from previously.pages.curation.forms import (
     RelationForm,
     label_of,
 )
+from previously.pages.safe_urls import local_path
 
 ACTIONS_PARTIAL = "curation/message_actions.html#actions"
 
@@ -62,10 +62,7 @@ def _message(profile: Profile, mid: str) -> Message:
 
 
 def _back(request, fallback: str):
-    nxt = request.POST.get("next") or request.GET.get("next")
-    if nxt and url_has_allowed_host_and_scheme(nxt, allowed_hosts={request.get_host()}):
-        return redirect(nxt)
-    return redirect(fallback)
+    return redirect(local_path(request.POST.get("next") or request.GET.get("next")) or fallback)
 
 
 # --- messages: favourite, hide, delete (C2, D1, D2) -----------------------------------
@@ -158,7 +155,7 @@ def delete(request, profile_key, mid):
         message = _message(profile, mid)
         if request.htmx:
             return _actions(request, profile, message, refs=refused.refs)
-        context = {"profile": profile, "message": message, "next": request.POST.get("next", ""),
+        context = {"profile": profile, "message": message, "next": local_path(request.POST.get("next")) or "",
                    **_refs_context(refused.refs)}
         return render(request, "curation/delete_confirm.html", context, status=409)
     if request.htmx:

@@ -1,21 +1,27 @@
 """Download a full export and upload one with a dry-run preview (SPEC X1, X2, P2)."""
 
 import json
-import secrets
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
-from django.core.files.base import ContentFile
-from django.core.files.storage import default_storage
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
+from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods, require_POST
 
 from memory.interop.export import export_json, profiles_for
 from memory.interop.full_import import BadExport, import_full
+from memory.interop.previews import (
+    BadFile,
+    drop_preview,
+    parse_export,
+    preview_exists,
+    read_preview,
+    save_preview,
+)
 from memory.models import Profile
 
 PENDING = "data_import_pending"
@@ -66,15 +72,17 @@ def data_import_preview(request):
         return _page_with_error(
             request, target, f"That file is {upload.size:,} bytes; the limit is {limit:,} bytes (PREVIOUSLY_MAX_IMPORT_BYTES)."
         )
+    # S4: one pending preview per session — a new upload removes the previous one's file.
+    drop_preview((request.session.pop(PENDING, None) or {}).get("token"))
     try:
-        data = json.loads(upload.read().decode("utf-8"))
+        # Bounded parse (object count, depth), then a dry run that only reads: no write lock.
+        data = parse_export(upload.read())
         report = import_full(data=data, user=target, dry_run=True)
-    except (UnicodeDecodeError, json.JSONDecodeError):
-        return _page_with_error(request, target, "That file is not a JSON export.")
-    except BadExport as exc:
+    except (BadFile, BadExport) as exc:
         return _page_with_error(request, target, str(exc))
-    token = secrets.token_hex(16)
-    default_storage.save(f"imports/{token}.json", ContentFile(json.dumps(data, ensure_ascii=False).encode()))
+    del data
+    upload.seek(0)
+    token = save_preview(upload)  # the upload as sent, streamed from its temp file
     request.session[PENDING] = {"token": token, "user_id": target.pk}
     return render(request, "data/data.html", {
         "target": target, "profiles": Profile.objects.for_user(target), "preview": report, "token": token,
@@ -87,15 +95,23 @@ def data_import_apply(request):
     pending = request.session.get(PENDING) or {}
     if not pending or pending.get("token") != request.POST.get("token"):
         return redirect("data")
+    if "cancel" in request.POST:
+        drop_preview(pending["token"])
+        del request.session[PENDING]
+        return redirect("data")
     User = get_user_model()
     target = get_object_or_404(User, pk=pending["user_id"])
     _target_user(request, target.get_username())  # re-check: staff rights may have changed
-    path = f"imports/{pending['token']}.json"
-    with default_storage.open(path) as fh:
-        data = json.loads(fh.read().decode("utf-8"))
-    report = import_full(data=data, user=target)
-    default_storage.delete(path)
-    del request.session[PENDING]
+    if not preview_exists(pending["token"]):
+        del request.session[PENDING]
+        return _page_with_error(request, target, _("That preview has expired; upload the file again."))
+    try:
+        report = import_full(data=parse_export(read_preview(pending["token"])), user=target)
+    except (BadFile, BadExport) as exc:  # e.g. the account's rows changed since the preview
+        return _page_with_error(request, target, str(exc))
+    finally:
+        drop_preview(pending["token"])
+        del request.session[PENDING]
     return render(request, "data/data.html", {
         "target": target, "profiles": Profile.objects.for_user(target), "applied": report,
     })

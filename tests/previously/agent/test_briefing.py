@@ -22,8 +22,9 @@ def test_greets_by_name_and_asks_about_overdue_items_in_english(profile):
 
     text = arrival_briefing(profile, slice_, now=LATER)
 
-    assert "Greet them by name, Alex (address them as: you)." in text
-    assert "Draft the wedding speech for Lao Zhou (by 2026-08-21, 3 days overdue)" in text
+    # The card's values are quoted: the briefing comes after the safety boundary (S5).
+    assert "Greet them by name, <<< Alex >>> (address them as: <<< you >>>)." in text
+    assert "<<< Draft the wedding speech for Lao Zhou >>> (by 2026-08-21, 3 days overdue)" in text
 
 
 def test_chinese_profiles_get_a_chinese_briefing(profile):
@@ -32,7 +33,7 @@ def test_chinese_profiles_get_a_chinese_briefing(profile):
 
     text = arrival_briefing(profile, slice_, now=LATER)
 
-    assert "用名字「Alex」问候对方" in text
+    assert "用名字「<<< Alex >>>」问候对方" in text
     assert "已逾期 3 天" in text
 
 

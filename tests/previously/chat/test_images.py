@@ -75,7 +75,7 @@ def test_a_real_png_is_stored_archived_as_an_image_message_and_shown_as_a_thumbn
 
 
 @pytest.mark.django_db
-def test_the_thumbnail_is_a_small_jpeg_and_the_full_image_is_the_original(logged_in, profile):
+def test_the_thumbnail_is_a_small_jpeg_and_the_full_image_is_the_reencoded_original(logged_in, profile):
     data = jpeg(1600, 1200)
     upload(logged_in, data, name="big.jpg")
     message = Message.objects.get(mid=new_mid(1))
@@ -84,7 +84,12 @@ def test_the_thumbnail_is_a_small_jpeg_and_the_full_image_is_the_original(logged
     with Image.open(io.BytesIO(b"".join(thumb.streaming_content))) as image:
         assert image.format == "JPEG" and max(image.size) <= 320
     full = logged_in.get(reverse("chat_image", args=[message.pk]))
-    assert full["Content-Type"] == "image/jpeg" and b"".join(full.streaming_content) == data
+    body = b"".join(full.streaming_content)
+    assert full["Content-Type"] == "image/jpeg" and full["X-Content-Type-Options"] == "nosniff"
+    assert full["Content-Disposition"] == 'inline; filename="image.jpeg"'
+    with Image.open(io.BytesIO(body)) as image:  # S4: decoded and written again, same picture
+        assert (image.format, image.size) == ("JPEG", (1600, 1200))
+    assert len(body) == message.attachment["size"]
     assert "private" in full["Cache-Control"]
 
 

@@ -265,7 +265,7 @@ async def test_opening_the_chat_after_a_long_gap_brings_a_welcome_back_once(owne
     finally:
         await ws.disconnect()
     system = llm_server.requests[-1]["messages"][0]["content"]
-    assert "3 days away" in system and "Greet them by name, Alex" in system  # K14's briefing
+    assert "3 days away" in system and "Greet them by name, <<< Alex >>>" in system  # K14's briefing
     again = await _connect(owner.user)  # a reload: the gap is over, nothing new
     try:
         assert await again.receive_nothing()

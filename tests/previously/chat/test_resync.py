@@ -47,9 +47,13 @@ async def test_resync_sends_exactly_the_lines_after_the_last_one_shown(connect, 
 async def test_resync_with_an_unknown_or_foreign_mid_sends_nothing(connect, user, profile):
     await archive(profile, 1, "mine")
     chat = await connect(user)
-    for after in ("c_ffffffffffffffff", "", "x' OR 1=1"):
+    for after in ("c_ffffffffffffffff", ""):
         await chat.ws.send_to(text_data=json.dumps({"action": "resync", "after": after}))
     assert await frames(chat) == []
+    # Not an id at all: refused by the frame check with a notice naming the field (S5).
+    await chat.ws.send_to(text_data=json.dumps({"action": "resync", "after": "x' OR 1=1"}))
+    got = await frames(chat)
+    assert len(got) == 1 and "“after” is not a message id" in got[0] and "msg-" not in got[0]
 
 
 @pytest.fixture

@@ -1,0 +1,95 @@
+"""A real server for the hostile-input suite (issue 16 point 7): `previously.server` (Daphne
+with bounded bodies) in its own process on a free loopback port, on a scratch SQLite database,
+with helpers to measure its memory and how long other requests take while it is attacked."""
+
+import socket
+import statistics
+import threading
+import time
+from pathlib import Path
+
+from bench.stack import Stack
+
+REQUEST_TIMEOUT = 30
+
+
+def rss_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError(f"no VmRSS for process {pid}")
+
+
+def start(tmp_path, env: dict | None = None) -> Stack:
+    return Stack(processes=1, database_url="", redis_url="", var_dir=str(tmp_path / "var"),
+                 env={"PREVIOUSLY_PROACTIVE_CHECK_SECONDS": "0", **(env or {})}).start()
+
+
+def get(port: int, path: str) -> tuple[int, float]:
+    """One GET on a fresh connection: (status, seconds)."""
+    started = time.monotonic()
+    with socket.create_connection(("127.0.0.1", port), timeout=REQUEST_TIMEOUT) as s:
+        s.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".encode())
+        head = s.recv(64)
+        while s.recv(65536):
+            pass
+    return int(head.split()[1]), time.monotonic() - started
+
+
+def send_body(port: int, path: str, headers: dict[str, str], chunks, *, chunked: bool = False) -> int | None:
+    """POST a body chunk by chunk as fast as the server takes it; the status the server answered
+    with (None if it closed without one). The sender stops when the server closes on it."""
+    lines = [f"POST {path} HTTP/1.1", "Host: 127.0.0.1", "Connection: close"]
+    lines += [f"{k}: {v}" for k, v in headers.items()]
+    if chunked:
+        lines.append("Transfer-Encoding: chunked")
+    with socket.create_connection(("127.0.0.1", port), timeout=REQUEST_TIMEOUT) as s:
+        s.sendall(("\r\n".join(lines) + "\r\n\r\n").encode())
+        try:
+            for chunk in chunks:
+                s.sendall(b"%x\r\n%s\r\n" % (len(chunk), chunk) if chunked else chunk)
+            if chunked:
+                s.sendall(b"0\r\n\r\n")
+        except (BrokenPipeError, ConnectionResetError):
+            pass
+        try:
+            head = s.recv(64)
+        except ConnectionResetError:
+            return None
+    return int(head.split()[1]) if head.startswith(b"HTTP/") else None
+
+
+class Probe:
+    """GETs `path` every `every` seconds on another connection while an attack runs; the
+    latencies say whether other requests kept answering."""
+
+    def __init__(self, port: int, pid: int, path: str = "/login/", every: float = 0.05):
+        self.port, self.pid, self.path, self.every = port, pid, path, every
+        self.peak_rss = rss_bytes(pid)
+        self.latencies: list[float] = []
+        self.statuses: list[int] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        while not self._stop.is_set():
+            status, seconds = get(self.port, self.path)
+            self.statuses.append(status)
+            self.latencies.append(seconds)
+            self.peak_rss = max(self.peak_rss, rss_bytes(self.pid))
+            self._stop.wait(self.every)
+
+    def __enter__(self):
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join(timeout=REQUEST_TIMEOUT + 5)
+
+    def summary(self) -> str:
+        if not self.latencies:
+            return "no probe answered"
+        ms = sorted(s * 1000 for s in self.latencies)
+        return (f"{len(ms)} probes, median {statistics.median(ms):.1f} ms, "
+                f"max {ms[-1]:.1f} ms")
