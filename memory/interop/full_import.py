@@ -471,7 +471,8 @@ def _import_profile(pdata: dict, *, user, report: FullReport, write: bool) -> No
         elif existing is not None:  # an empty row (opening /card/ makes one) takes the card
             existing.text, existing.format = card.get("text") or "", card.get("format") or "v5"
             existing.version = max(existing.version, card.get("version") or 0)
-            existing.save(update_fields=["text", "format", "version", "updated_at"])
+            if write:
+                existing.save(update_fields=["text", "format", "version", "updated_at"])
             report.add("card", "created")
         else:
             if write:
@@ -491,7 +492,7 @@ def _import_profile(pdata: dict, *, user, report: FullReport, write: bool) -> No
         report.add("card_snapshots", "created")
     save(CardSnapshot, snapshots)
 
-    have_fav = set(Favourite.objects.filter(profile=profile).values_list("message__mid", "excerpt"))
+    have_fav = set(Favourite.objects.filter(profile_id=profile.pk).values_list("message__mid", "excerpt"))
     favs = []
     for f in pdata.get("favourites", []):
         report.add("favourites", "read")
@@ -502,7 +503,7 @@ def _import_profile(pdata: dict, *, user, report: FullReport, write: bool) -> No
         favs.append(Favourite(profile=profile, message_id=mids[f["mid"]], excerpt=f.get("excerpt") or "",
                               highlight_id=hids.get(f.get("hid"))))
         report.add("favourites", "created")
-    Favourite.objects.bulk_create(favs, batch_size=BATCH)
+    save(Favourite, favs)
 
 
 def counts_by_kind(report: FullReport) -> dict:
