@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from django.db import connection
 
 from memory.models import Message, RecallDocument
+from memory.recall import vectors
 from memory.recall.tokenize import tokenize
 
 _CHUNK = 500
@@ -35,11 +36,12 @@ def fts_terms(profile_id: int, tokens: Iterable[str]) -> list[str]:
     return [prefix + t for t in tokens]
 
 
-def index_messages(messages: Iterable[Message], *, new: bool = False) -> int:
+def index_messages(messages: Iterable[Message], *, new: bool = False, embed: bool = False) -> int:
     """Add (or refresh) the live messages among `messages`; returns how many were indexed.
 
     `new=True` promises they were just created (never indexed), which saves a lookup on
-    the archive write's hot path."""
+    the archive write's hot path. `embed=True` also stores their sentence vectors in this
+    transaction (the chat's write path); bulk loads leave that to `manage.py embed_backfill`."""
     live = sorted((m for m in messages if m.deleted_at is None), key=lambda m: (m.created_at, m.pk))
     if not live:
         return 0
@@ -81,14 +83,20 @@ def index_messages(messages: Iterable[Message], *, new: bool = False) -> int:
                 "INSERT INTO memory_recall_fts(rowid, terms) VALUES (%s, %s)",
                 [(d.message_id, " ".join(fts_terms(d.profile_id, tokens[d.message_id]))) for d in docs],
             )
+    if embed:
+        vectors.embed_and_store(live)
     return len(docs)
 
 
 def optimize_index() -> None:
-    """Merge the full-text index's segments after a bulk load (imports); a no-op on PostgreSQL."""
-    if connection.vendor == "sqlite":
-        with connection.cursor() as cursor:
+    """After a bulk load (imports): merge SQLite's full-text segments; on PostgreSQL refresh
+    the planner's statistics at once (ANALYZE), so queries do not scan by profile until
+    autovacuum gets round to it."""
+    with connection.cursor() as cursor:
+        if connection.vendor == "sqlite":
             cursor.execute("INSERT INTO memory_recall_fts(memory_recall_fts) VALUES ('optimize')")
+        elif connection.vendor == "postgresql":
+            cursor.execute("ANALYZE memory_message, memory_recalldocument, memory_recallterm, memory_recallvector")
 
 
 def remove_messages(message_ids: Sequence[int]) -> int:
@@ -122,6 +130,7 @@ def _remove(ids: list[int]) -> dict[int, int]:
             _bump_stats(pid, docs=-len(streams), tokens=-sum(map(len, streams)), positions=0)
             _bump_terms(pid, Counter(t for s in streams for t in set(s)), -1)
         RecallDocument.objects.filter(message_id__in=[d[0] for d in docs]).delete()
+        vectors.remove(d[0] for d in docs)
         removed.update({mid: pos for mid, _, _, pos in docs})
     return removed
 
@@ -239,6 +248,21 @@ def documents_at(profile_id: int, positions: Iterable[int]) -> list[Candidate]:
             + ", ".join(["%s"] * len(wanted))
             + ")",
             [profile_id, *wanted],
+        )
+        rows = cursor.fetchall()
+    return [Candidate(mid, 0.0, pos, sid, sp, day, toks.split()) for mid, pos, sid, sp, day, toks in rows]
+
+
+def documents_for(message_ids: Iterable[int]) -> list[Candidate]:
+    """The indexed, live messages among these ids (vector hits), score 0."""
+    wanted = sorted(set(message_ids))
+    if not wanted:
+        return []
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {_DOC_COLUMNS} FROM memory_recalldocument d JOIN memory_message m ON m.id = d.message_id"
+            " WHERE m.deleted_at IS NULL AND d.message_id IN (" + ", ".join(["%s"] * len(wanted)) + ")",
+            wanted,
         )
         rows = cursor.fetchall()
     return [Candidate(mid, 0.0, pos, sid, sp, day, toks.split()) for mid, pos, sid, sp, day, toks in rows]

@@ -19,7 +19,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-from memory.recall.index import Candidate, Hit, candidates, document_frequencies, documents_at
+from memory.recall import embedding, vectors
+from memory.recall.index import (
+    Candidate,
+    Hit,
+    candidates,
+    document_frequencies,
+    documents_at,
+    documents_for,
+)
 from memory.recall.tokenize import tokenize
 
 
@@ -36,6 +44,12 @@ class RecallConfig:
     when_boost: float = 0.5  # "when …?" questions: turns with a time word score × (1 + boost)
     date_boost: float = 0.3  # the question names a month/year: turns from then × (1 + boost)
     recency_weight: float = 0.0  # RRF weight of newest-first, only if the question asks for it
+    # Hybrid recall (R8): the `n_dense` nearest lines by sentence vector join the candidates;
+    # each candidate's first-stage score is lexical/top + dense_weight × its cosine scaled to
+    # 0-1 over those nearest (min-max). Everything after (speaker, neighbours, slice, time)
+    # works on the fused score. Chosen on LoCoMo (BENCH §1).
+    n_dense: int = 50
+    dense_weight: float = 1.0
 
 
 DEFAULT_CONFIG = RecallConfig()
@@ -69,15 +83,23 @@ def _score(
     profile_id: int, question: str, speaker_names: Mapping[str, str], cfg: RecallConfig
 ) -> tuple[dict[int, float], dict[int, Candidate]]:
     qtoks = list(dict.fromkeys(tokenize(question)))
-    if not qtoks:
+    found: list[Candidate] = []
+    if qtoks:
+        df = document_frequencies(profile_id, qtoks[:_MAX_QUERY_TERMS])
+        found = candidates(profile_id, select_match_terms(qtoks, df, cfg.posting_budget), cfg.n_candidates)
+    near = nearest_by_meaning(profile_id, question, cfg.n_dense) if cfg.dense_weight > 0 else []
+    if not found and not near:
         return {}, {}
-    df = document_frequencies(profile_id, qtoks[:_MAX_QUERY_TERMS])
-    found = candidates(profile_id, select_match_terms(qtoks, df, cfg.posting_budget), cfg.n_candidates)
-    if not found:
-        return {}, {}
-    top = found[0].score or 1.0
+    top = (found[0].score if found else 0.0) or 1.0
     docs = {c.message_id: c for c in found}
     base = {c.message_id: c.score / top for c in found}
+    if near:
+        docs.update({c.message_id: c for c in documents_for(mid for mid, _ in near if mid not in docs)})
+        high, low = near[0][1], near[-1][1]
+        spread = high - low
+        for mid, cos in near:
+            if mid in docs:
+                base[mid] = base.get(mid, 0.0) + cfg.dense_weight * ((cos - low) / spread if spread > 0 else 1.0)
 
     speakers = {speaker_names[n] for n in named(question, speaker_names)}
     if speakers and cfg.speaker_boost:
@@ -128,6 +150,16 @@ def _score(
             fused[mid] += cfg.recency_weight / (60 + r)
         scores = fused
     return scores, docs
+
+
+def nearest_by_meaning(profile_id: int, question: str, limit: int) -> list[tuple[int, float]]:
+    """[(message id, cosine)] of the profile's lines closest in meaning to the question,
+    best first; empty when embeddings are off or the question is blank."""
+    embedder = embedding.current()
+    if embedder is None or not question.strip() or limit <= 0:
+        return []
+    query = embedding.embed([question], embedder)[0]
+    return vectors.nearest(profile_id=profile_id, query=query, model=embedder.name, limit=limit)
 
 
 def select_match_terms(terms: Sequence[str], df: Mapping[str, int], budget: int) -> list[str]:
