@@ -98,10 +98,12 @@ def nearest(*, profile_id: int, query: np.ndarray, model: str, limit: int, short
     if not ids:
         return []
     with connection.cursor() as cursor:
+        # Hiding or deleting a line removes its vector in the same transaction, so every row
+        # here is a live line's (callers still read lines through the live index).
         cursor.execute(
-            "SELECT v.message_id, v.vector FROM memory_recallvector v"
-            " JOIN memory_message m ON m.id = v.message_id"
-            " WHERE m.deleted_at IS NULL AND v.message_id IN (" + ", ".join(["%s"] * len(ids)) + ")",
+            "SELECT message_id, vector FROM memory_recallvector WHERE message_id IN ("
+            + ", ".join(["%s"] * len(ids))
+            + ")",
             ids,
         )
         rows = cursor.fetchall()
