@@ -313,7 +313,7 @@ def documents_for(message_ids: Iterable[int]) -> list[Candidate]:
 
 def terms_containing(profile_id: int, character: str, limit: int = 200) -> dict[str, int]:
     """{indexed term: df} of the profile's CJK bigrams holding `character`, rarest first: a
-    one-character question (猫) is looked up through them, since only bigrams are indexed."""
+    one-character question is looked up through them, since only bigrams are indexed."""
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT term, df FROM memory_recallterm WHERE profile_id = %s AND (term LIKE %s OR term LIKE %s)"
