@@ -14,6 +14,7 @@ Two stages, a constant number of queries whatever the archive size:
 Tuned on LoCoMo (BENCH §1); see bench/ and ../research/recall/NOTES.md for the ablations.
 """
 
+import logging
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -59,6 +60,7 @@ class RecallConfig:
 
 
 DEFAULT_CONFIG = RecallConfig()
+log = logging.getLogger(__name__)
 _MAX_QUERY_TERMS = 200  # a pasted essay as a question still costs one bounded lookup
 
 
@@ -176,7 +178,11 @@ def nearest_by_meaning(profile_id: int, question: str, limit: int) -> list[tuple
     embedder = embedding.current()
     if embedder is None or not question.strip() or limit <= 0:
         return []
-    query = embedding.embed([question], embedder)[0]
+    try:
+        query = embedding.embed([question], embedder)[0]
+    except Exception as exc:  # noqa: BLE001 - an unreachable embeddings endpoint leaves lexical recall
+        log.warning("embedding the question failed (%s); recall is lexical for it", exc)
+        return []
     return vectors.nearest(profile_id=profile_id, query=query, model=embedder.name, limit=limit)
 
 

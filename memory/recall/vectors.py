@@ -16,6 +16,7 @@ Writes happen in the caller's transaction: `store` beside the archive write, `re
 beside the index removal (hide, delete), so a deleted line never keeps its vector.
 """
 
+import logging
 from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
@@ -25,6 +26,7 @@ from memory.models import Message
 from memory.recall import embedding
 
 _CHUNK = 500
+log = logging.getLogger(__name__)
 
 
 def pack_bits(rows: np.ndarray) -> list[bytes]:
@@ -70,7 +72,11 @@ def embed_and_store(messages: Sequence[Message]) -> int:
     live = [m for m in messages if m.deleted_at is None and (m.content or "").strip()]
     if embedder is None or not live:
         return 0
-    rows = embedding.embed([m.content for m in live], embedder)
+    try:
+        rows = embedding.embed([m.content for m in live], embedder)
+    except Exception as exc:  # noqa: BLE001 - a line is never lost for want of its vector
+        log.warning("embedding %d line(s) failed (%s); embed_backfill will retry", len(live), exc)
+        return 0
     return store(live, rows, model=embedder.name)
 
 

@@ -23,7 +23,7 @@ class OpenAIEmbeddings:
         self.model = model
         self.name = f"openai:{model}"[:64]
         self._client = openai.OpenAI(
-            base_url=base_url.rstrip("/"), api_key=api_key or "not-needed", max_retries=1, timeout=TIMEOUT
+            base_url=base_url.rstrip("/"), api_key=api_key or "not-needed", max_retries=0, timeout=TIMEOUT
         )
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
