@@ -18,11 +18,10 @@ from django.test import override_settings
 
 from memory.archive import archive_message
 from memory.deletion import delete_message, hide_message, unhide_message
-from memory.models import Message, RecallVector
+from memory.models import RecallVector
 from memory.recall import embedding, vectors
 from memory.recall.rank import rank_messages
 from tests.factories import ProfileFactory
-from tests.memory.interop.conftest import admin, dump_file, msg, run_import  # noqa: F401 - fixtures
 
 pytestmark = pytest.mark.django_db
 
@@ -192,16 +191,3 @@ def test_the_model_runs_with_no_network_and_no_download(tmp_path):
     assert "site-packages" in result["resources"]
     assert list(tmp_path.iterdir()) == []
 
-
-def test_a_legacy_import_indexes_its_lines_but_leaves_embedding_to_the_backfill(dump_file, run_import):
-    path = dump_file([
-        msg("owner", "c_00000000000000b1", "user", "我的猫今天生病了", 1_760_968_800_000),
-        msg("owner", "c_00000000000000b2", "user", "The vet said rest", 1_760_968_860_000),
-    ])
-    code, _ = run_import(path)
-    assert code == 0
-    imported = Message.objects.filter(mid__in=["c_00000000000000b1", "c_00000000000000b2"])
-    assert imported.count() == 2
-    assert not RecallVector.objects.filter(message__in=imported).exists()
-    call_command("embed_backfill", verbosity=0)
-    assert RecallVector.objects.filter(message__in=imported).count() == 2
