@@ -113,8 +113,11 @@ def _score(
         high, low = near[0][1], near[-1][1]
         spread = high - low
         accepted = [(mid, cos) for mid, cos in near if mid in base or cos >= cfg.dense_floor]
-        extra = documents_for(mid for mid, _ in accepted if mid not in docs)
-        docs.update({c.message_id: c for c in extra if not days or days[0] <= c.day <= days[1]})
+        # All the nearest, not only the new ones: one query every time (O2's constant count).
+        extra = documents_for(mid for mid, _ in near)
+        docs.update(
+            {c.message_id: c for c in extra if c.message_id not in docs and (not days or days[0] <= c.day <= days[1])}
+        )
         for mid, cos in accepted:
             if mid in docs:
                 base[mid] = base.get(mid, 0.0) + cfg.dense_weight * ((cos - low) / spread if spread > 0 else 1.0)
