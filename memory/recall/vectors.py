@@ -17,6 +17,7 @@ beside the index removal (hide, delete), so a deleted line never keeps its vecto
 """
 
 import logging
+import threading
 from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
@@ -131,23 +132,72 @@ def _shortlist_postgresql(profile_id: int, model: str, bits: str, n: int) -> lis
         return [r[0] for r in cursor.fetchall()]
 
 
+class _BitsCache:
+    """The profile's sign-bit rows as one numpy matrix per process (SQLite): the rows stay in
+    the database; each search asks only how many there are and the newest id (an index-only
+    query), reads just the rows added since, and reloads after a removal. Used only outside
+    a transaction: rows written in one that rolls back could come back as other rows with
+    the same ids."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._entries: dict[tuple[str, int, str], tuple[int, int, np.ndarray, np.ndarray]] = {}
+
+    def matrix(self, profile_id: int, model: str, width: int) -> tuple[np.ndarray, np.ndarray]:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*), coalesce(max(message_id), 0) FROM memory_recallvector"
+                " WHERE profile_id = %s AND model = %s",
+                [profile_id, model],
+            )
+            count, newest = cursor.fetchone()
+        key = (connection.settings_dict["NAME"], profile_id, model)
+        usable = not connection.in_atomic_block
+        with self._lock:
+            cached = self._entries.get(key) if usable else None
+        if cached and cached[0] == count and cached[1] == newest:
+            return cached[2], cached[3]
+        after = cached[1] if cached and cached[0] <= count and cached[1] < newest else None
+        ids, codes = (cached[2], cached[3]) if after is not None else (np.empty(0, np.int64), np.empty((0, width), np.uint8))
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT message_id, bits FROM memory_recallvector WHERE profile_id = %s AND model = %s"
+                " AND message_id > %s ORDER BY message_id",
+                [profile_id, model, after or 0],
+            )
+            rows = cursor.fetchall()
+        if rows:
+            ids = np.concatenate([ids, np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))])
+            fresh = np.frombuffer(b"".join(bytes(r[1]) for r in rows), dtype=np.uint8).reshape(len(rows), width)
+            codes = np.concatenate([codes, fresh])
+        if len(ids) != count:  # a row went or came back below the newest id: read them all again
+            with connection.cursor() as cursor:
+                cursor.execute(
+                    "SELECT message_id, bits FROM memory_recallvector WHERE profile_id = %s AND model = %s"
+                    " ORDER BY message_id",
+                    [profile_id, model],
+                )
+                rows = cursor.fetchall()
+            ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+            codes = np.frombuffer(b"".join(bytes(r[1]) for r in rows), dtype=np.uint8).reshape(len(rows), width)
+        if usable:
+            with self._lock:
+                if len(self._entries) > 64:
+                    self._entries.clear()
+                self._entries[key] = (count, newest, ids, codes)
+        return ids, codes
+
+
+_BITS = _BitsCache()
+
+
 def _shortlist_numpy(profile_id: int, model: str, packed: bytes, n: int) -> list[int]:
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT message_id, bits FROM memory_recallvector WHERE profile_id = %s AND model = %s",
-            [profile_id, model],
-        )
-        rows = cursor.fetchall()
-    if not rows:
+    ids, codes = _BITS.matrix(profile_id, model, len(packed))
+    if not len(ids):
         return []
-    width = len(packed)
-    codes = np.frombuffer(b"".join(bytes(b) for _, b in rows), dtype=np.uint8).reshape(len(rows), width)
     distance = np.bitwise_count(codes ^ np.frombuffer(packed, dtype=np.uint8)).sum(axis=1, dtype=np.int32)
-    if len(rows) > n:
-        keep = np.argpartition(distance, n)[:n]
-    else:
-        keep = np.arange(len(rows))
-    return [rows[i][0] for i in keep]
+    keep = np.argpartition(distance, n)[:n] if len(ids) > n else np.arange(len(ids))
+    return [int(i) for i in ids[keep]]
 
 
 def missing(*, batch: int, after: int = 0, model: str) -> list[Message]:

@@ -191,3 +191,20 @@ def test_the_model_runs_with_no_network_and_no_download(tmp_path):
     assert "site-packages" in result["resources"]
     assert list(tmp_path.iterdir()) == []
 
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_shortlist_follows_lines_added_and_removed_outside_a_transaction():
+    profile = ProfileFactory()
+    first = _say(profile, 1, "We adopted a puppy named Biscuit.")
+    query = embedding.embed(["our new dog"])[0]
+    name = embedding.current().name
+
+    def found():
+        return [mid for mid, _ in vectors.nearest(profile_id=profile.pk, query=query, model=name, limit=5)]
+
+    assert found() == [first.pk]
+    second = _say(profile, 2, "Biscuit the puppy chewed my shoes.")
+    assert set(found()) == {first.pk, second.pk}
+    delete_message(profile=profile, mid=first.mid, hard=True, force=True)
+    assert found() == [second.pk]
