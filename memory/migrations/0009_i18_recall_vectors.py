@@ -14,6 +14,11 @@ class Migration(migrations.Migration):
     dependencies = [("memory", "0008_verbose_names")]
 
     operations = [
+        migrations.AddField(
+            model_name="recallstats",
+            name="n_vectors",
+            field=models.BigIntegerField(default=0, db_default=0, verbose_name="n vectors"),
+        ),
         migrations.CreateModel(
             name="RecallVector",
             fields=[

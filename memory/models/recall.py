@@ -65,6 +65,10 @@ class RecallStats(models.Model):
     n_docs = models.IntegerField(default=0, verbose_name=_("n docs"))
     n_tokens = models.BigIntegerField(default=0, verbose_name=_("n tokens"))
     next_pos = models.BigIntegerField(default=0, verbose_name=_("next pos"))
+    # RecallVector rows of the profile (any model), kept by memory.recall.vectors: with the
+    # newest vector's id it tells a process's cached shortlist bits that they changed,
+    # without counting the rows on every question.
+    n_vectors = models.BigIntegerField(default=0, db_default=0, verbose_name=_("n vectors"))
 
     class Meta:
         verbose_name = _("recall stats")

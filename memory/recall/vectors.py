@@ -18,6 +18,7 @@ beside the index removal (hide, delete), so a deleted line never keeps its vecto
 
 import logging
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 
 import numpy as np
@@ -69,7 +70,15 @@ def store(messages: Sequence[Message], rows: np.ndarray, *, model: str) -> int:
                 " VALUES (%s, %s, %s, %s, %s)",
                 [(m.pk, m.profile_id, model, halves[i], bits[i]) for i, m in enumerate(messages)],
             )
+        _count(cursor, Counter(m.profile_id for m in messages), +1)
     return len(messages)
+
+
+def _count(cursor, per_profile: Counter, sign: int) -> None:
+    cursor.executemany(
+        "UPDATE memory_recallstats SET n_vectors = n_vectors + %s WHERE profile_id = %s",
+        [(sign * n, pid) for pid, n in per_profile.items()],
+    )
 
 
 def embed_and_store(messages: Sequence[Message]) -> int:
@@ -93,9 +102,13 @@ def remove(message_ids: Iterable[int]) -> None:
         for start in range(0, len(ids), _CHUNK):
             part = ids[start : start + _CHUNK]
             cursor.execute(
-                "DELETE FROM memory_recallvector WHERE message_id IN (" + ", ".join(["%s"] * len(part)) + ")",
+                "DELETE FROM memory_recallvector WHERE message_id IN (" + ", ".join(["%s"] * len(part)) + ")"
+                " RETURNING profile_id",
                 part,
             )
+            gone = Counter(pid for (pid,) in cursor.fetchall())
+            if gone:
+                _count(cursor, gone, -1)
 
 
 def nearest(*, profile_id: int, query: np.ndarray, model: str, limit: int, shortlist: int = 300) -> list[tuple[int, float]]:
@@ -139,9 +152,9 @@ def _shortlist_postgresql(profile_id: int, model: str, bits: str, n: int) -> lis
 
 class _BitsCache:
     """The profile's sign-bit rows in numpy, per process (SQLite): the rows stay in the
-    database; each search asks only how many there are and the newest id (an index-only
-    query), reads just the rows added since (kept as small chunks, merged now and then), and
-    reloads after a removal. Bits are held column-wise as 64-bit words, so a question's
+    database; each search reads the profile's vector count (RecallStats.n_vectors) and the
+    newest id (an index seek), reads just the rows added since (kept as small chunks, merged
+    now and then), and reloads after a removal. Bits are held column-wise as 64-bit words, so a question's
     Hamming distances over 100k lines cost about half a millisecond. Used only outside a
     transaction: rows written in one that rolls back could come back as others with the
     same ids."""
@@ -166,11 +179,11 @@ class _BitsCache:
     def chunks(self, profile_id: int, model: str, width: int) -> list[tuple[np.ndarray, np.ndarray]]:
         with connection.cursor() as cursor:
             cursor.execute(
-                "SELECT count(*), coalesce(max(message_id), 0) FROM memory_recallvector"
-                " WHERE profile_id = %s AND model = %s",
-                [profile_id, model],
+                "SELECT s.n_vectors, (SELECT coalesce(max(v.message_id), 0) FROM memory_recallvector v"
+                " WHERE v.profile_id = s.profile_id AND v.model = %s) FROM memory_recallstats s WHERE s.profile_id = %s",
+                [model, profile_id],
             )
-            count, newest = cursor.fetchone()
+            count, newest = cursor.fetchone() or (0, 0)
         key = (connection.settings_dict["NAME"], profile_id, model)
         usable = not connection.in_atomic_block
         with self._lock:
@@ -178,9 +191,11 @@ class _BitsCache:
         if cached and cached[0] == count and cached[1] == newest:
             return cached[2]
         chunks: list[tuple[np.ndarray, np.ndarray]] = []
-        if cached and cached[1] < newest:
-            chunks = [*cached[2], self._read(profile_id, model, cached[1], width)]
-        if sum(len(ids) for ids, _ in chunks) != count:  # removals (or a first read): read all
+        if cached and cached[1] < newest and count > cached[0]:
+            fresh = self._read(profile_id, model, cached[1], width)
+            if len(fresh[0]) == count - cached[0]:  # only appends since: keep what is cached
+                chunks = [*cached[2], fresh]
+        if not chunks:  # a first read, removals, or another model's rows: read them all
             chunks = [self._read(profile_id, model, 0, width)]
         if len(chunks) > 16:
             chunks = [(np.concatenate([i for i, _ in chunks]), np.concatenate([c for _, c in chunks], axis=1))]
