@@ -49,7 +49,7 @@ class Migration(migrations.Migration):
             options={
                 "verbose_name": "recall vector",
                 "verbose_name_plural": "recall vectors",
-                "indexes": [models.Index(fields=["profile", "model"], name="recallvector_profile_model")],
+                "indexes": [models.Index(fields=["profile", "model", "message"], name="recallvector_profile_model")],
             },
         ),
     ]

@@ -106,7 +106,8 @@ class RecallVector(models.Model):
     class Meta:
         verbose_name = _("recall vector")
         verbose_name_plural = _("recall vectors")
-        indexes = [models.Index(fields=["profile", "model"], name="recallvector_profile_model")]
+        # With the message last, the newest vector of a profile is one index seek.
+        indexes = [models.Index(fields=["profile", "model", "message"], name="recallvector_profile_model")]
 
     def __str__(self) -> str:
         return f"vector {self.message_id} ({self.model})"

@@ -167,9 +167,11 @@ class _BitsCache:
     def _read(profile_id: int, model: str, after: int, width: int) -> tuple[np.ndarray, np.ndarray]:
         with connection.cursor() as cursor:
             cursor.execute(
-                "SELECT message_id, bits FROM memory_recallvector WHERE profile_id = %s AND model = %s"
-                " AND message_id > %s ORDER BY message_id",
-                [profile_id, model, after],
+                # `+profile_id` keeps SQLite on the primary key's range: the (profile, model)
+                # index would walk every row of the profile to find the few new ones.
+                "SELECT message_id, bits FROM memory_recallvector WHERE message_id > %s"
+                " AND +profile_id = %s AND model = %s ORDER BY message_id",
+                [after, profile_id, model],
             )
             rows = cursor.fetchall()
         ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
@@ -179,11 +181,13 @@ class _BitsCache:
     def chunks(self, profile_id: int, model: str, width: int) -> list[tuple[np.ndarray, np.ndarray]]:
         with connection.cursor() as cursor:
             cursor.execute(
-                "SELECT s.n_vectors, (SELECT coalesce(max(v.message_id), 0) FROM memory_recallvector v"
-                " WHERE v.profile_id = s.profile_id AND v.model = %s) FROM memory_recallstats s WHERE s.profile_id = %s",
-                [model, profile_id],
+                # A bare max() (no coalesce) over the (profile, model) index is one seek on SQLite.
+                "SELECT s.n_vectors, (SELECT max(v.message_id) FROM memory_recallvector v"
+                " WHERE v.profile_id = %s AND v.model = %s) FROM memory_recallstats s WHERE s.profile_id = %s",
+                [profile_id, model, profile_id],
             )
             count, newest = cursor.fetchone() or (0, 0)
+            newest = newest or 0
         key = (connection.settings_dict["NAME"], profile_id, model)
         usable = not connection.in_atomic_block
         with self._lock:
