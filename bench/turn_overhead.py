@@ -16,6 +16,7 @@ import random
 import statistics
 import time
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
@@ -23,6 +24,7 @@ from django.utils import timezone
 
 from memory.archive import archive_message
 from memory.models import Message, Profile, Slice
+from memory.recall import vectors
 from memory.recall.index import index_messages, optimize_index
 from memory.recall.tokenize import tokenize_r1
 
@@ -92,6 +94,7 @@ def seed_archive(profile: Profile, offset: int, n: int, gen: Synthetic) -> float
                 batch_size=1000,
             )
             index_messages(msgs, new=True)
+            vectors.embed_and_store(msgs)  # what `manage.py embed_backfill` adds (none when off)
     optimize_index()  # what an import does after a bulk load
     return time.perf_counter() - began
 
@@ -160,6 +163,7 @@ def run(*, sizes: list[int], turns: int, rounds: int, english: list[str], questi
     out = {
         "turn": "archive_message (+ index) → previously.chat.turn.prepare (recall, card, briefing, prompt)",
         "rounds": rounds, "turns_per_round": turns, "sizes": {},
+        "embeddings": str(settings.PREVIOUSLY_EMBEDDINGS),
     }
     seeded, counter = 0, 0
     for size in sorted(sizes):
@@ -199,7 +203,7 @@ def run(*, sizes: list[int], turns: int, rounds: int, english: list[str], questi
 
 def summary(data: dict) -> str:
     lines = [
-        "### Per-turn overhead (SQLite, BENCH §2)",
+        "### Per-turn overhead (SQLite, BENCH §2; embeddings: " + data.get("embeddings", "local") + ")",
         "",
         f"A turn: {data['turn']}. Medians over {data['rounds']} rounds of {data['turns_per_round']} turns.",
         "Legacy: same archive write, then the newest-300 hit-count recall and a plain prompt of its lines.",

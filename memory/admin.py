@@ -32,6 +32,7 @@ from memory.models import (
     RecallDocument,
     RecallStats,
     RecallTerm,
+    RecallVector,
     Relation,
     Slice,
     SliceLogEntry,
@@ -381,3 +382,13 @@ class RecallTermAdmin(_DerivedRecallAdmin):
 @admin.register(RecallStats)
 class RecallStatsAdmin(_DerivedRecallAdmin):
     list_display = ["profile", "n_docs", "n_tokens", "next_pos"]
+
+
+@admin.register(RecallVector)
+class RecallVectorAdmin(_DerivedRecallAdmin):
+    """Sentence vectors (R8), read-only: written with the line or by `manage.py embed_backfill`."""
+
+    list_display = ["message", "profile", "model"]
+    list_filter = [PROFILE_FILTER, "model"]
+    exclude = ["vector", "bits"]
+    raw_id_fields = ["message"]

@@ -120,7 +120,7 @@ def _store(
                 attachment=attachment,
                 content_hash=content_hash(profile.key, content),
             )
-            index_messages([message], new=True)
+            index_messages([message], new=True, embed=True)
     except IntegrityError:
         # The mid is already stored (a resend, or a concurrent writer was first).
         existing = Message.objects.filter(profile=profile, mid=mid).first()

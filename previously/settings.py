@@ -26,6 +26,9 @@ VAR_DIR.mkdir(parents=True, exist_ok=True)
 # become settings of the same name (their defaults, types and meaning: previously/tunables.py).
 _TUNABLES = tunables.from_environment(os.environ)
 globals().update(_TUNABLES)
+# Hybrid recall with PREVIOUSLY_EMBEDDINGS=openai: memory.recall.embedding builds the
+# /embeddings provider with this factory (memory itself makes no HTTP calls).
+RECALL_REMOTE_EMBEDDER = "previously.llm.embeddings.from_settings"
 
 
 def env_bool(name: str, default: bool) -> bool:

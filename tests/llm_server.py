@@ -77,6 +77,9 @@ class FakeLLMServer:
             def do_POST(self):
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
                 server.requests.append(body)
+                if self.path.rstrip("/").endswith("/embeddings"):
+                    self._embeddings(body)
+                    return
                 turn = server._next()
                 if turn.delay:
                     time.sleep(turn.delay)
@@ -86,6 +89,20 @@ class FakeLLMServer:
                     self._stream(body, turn)
                 else:
                     self._complete(body, turn)
+
+            def _embeddings(self, body):
+                """/embeddings: a fixed 8-d vector per text, from its words' characters (texts
+                sharing words point the same way), as an embedding server would answer."""
+                texts = body.get("input") or []
+                texts = [texts] if isinstance(texts, str) else texts
+                data = []
+                for i, text in enumerate(texts):
+                    vec = [0.0] * 8
+                    for word in str(text).lower().split():
+                        vec[sum(map(ord, word)) % 8] += 1.0
+                    data.append({"object": "embedding", "index": i, "embedding": vec})
+                self._json(200, {"object": "list", "data": data, "model": body.get("model", ""),
+                                 "usage": {"prompt_tokens": 0, "total_tokens": 0}})
 
             def _json(self, status, payload):
                 data = json.dumps(payload).encode()

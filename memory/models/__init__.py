@@ -13,7 +13,7 @@ from memory.models.curation import (
 from memory.models.deletion import Tombstone
 from memory.models.legacy import LegacyFragment, LegacyMeta
 from memory.models.proactive import ProactiveSend
-from memory.models.recall import RecallDocument, RecallStats, RecallTerm
+from memory.models.recall import RecallDocument, RecallStats, RecallTerm, RecallVector
 
 __all__ = [
     "Card",
@@ -33,6 +33,7 @@ __all__ = [
     "RecallDocument",
     "RecallStats",
     "RecallTerm",
+    "RecallVector",
     "Relation",
     "Slice",
     "SliceLogEntry",

@@ -65,6 +65,10 @@ class RecallStats(models.Model):
     n_docs = models.IntegerField(default=0, verbose_name=_("n docs"))
     n_tokens = models.BigIntegerField(default=0, verbose_name=_("n tokens"))
     next_pos = models.BigIntegerField(default=0, verbose_name=_("next pos"))
+    # RecallVector rows of the profile (any model), kept by memory.recall.vectors: with the
+    # newest vector's id it tells a process's cached shortlist bits that they changed,
+    # without counting the rows on every question.
+    n_vectors = models.BigIntegerField(default=0, db_default=0, verbose_name=_("n vectors"))
 
     class Meta:
         verbose_name = _("recall stats")
@@ -72,3 +76,38 @@ class RecallStats(models.Model):
 
     def __str__(self) -> str:
         return f"{self.profile_id}: {self.n_docs} docs"
+
+
+class BitsField(models.BinaryField):
+    """A binary-quantised vector (one bit per dimension, the sign): `bit varying` on
+    PostgreSQL, where `bit_count(a # b)` is the Hamming distance; a blob elsewhere."""
+
+    def db_type(self, connection):
+        return "bit varying" if connection.vendor == "postgresql" else super().db_type(connection)
+
+
+class RecallVector(models.Model):
+    """A message's sentence vector (SPEC R8), in the same database as the line.
+
+    Written by `memory.recall.vectors` in the archive write's transaction or by
+    `manage.py embed_backfill`; removed with the index entry (hide, delete: SPEC D3, D6)
+    and by the message's cascade. `model` names the embedder, so vectors of another model
+    are never compared with a question's."""
+
+    message = models.OneToOneField(
+        Message, primary_key=True, on_delete=models.CASCADE, related_name="recall_vector", verbose_name=_("message")
+    )
+    profile = models.ForeignKey(Profile, on_delete=models.CASCADE, related_name="+", verbose_name=_("profile"))
+    model = models.CharField(max_length=64, verbose_name=_("model"))
+    # Float16 components for the exact re-rank of the Hamming shortlist.
+    vector = models.BinaryField(verbose_name=_("vector"))
+    bits = BitsField(verbose_name=_("bits"))
+
+    class Meta:
+        verbose_name = _("recall vector")
+        verbose_name_plural = _("recall vectors")
+        # With the message last, the newest vector of a profile is one index seek.
+        indexes = [models.Index(fields=["profile", "model", "message"], name="recallvector_profile_model")]
+
+    def __str__(self) -> str:
+        return f"vector {self.message_id} ({self.model})"

@@ -19,6 +19,7 @@ from django.db import connection
 
 from memory.models import Message, RecallDocument
 from memory.models.archive import legacy_sql
+from memory.recall import vectors
 from memory.recall.tokenize import tokenize
 
 _CHUNK = 500
@@ -36,11 +37,12 @@ def fts_terms(profile_id: int, tokens: Iterable[str]) -> list[str]:
     return [prefix + t for t in tokens]
 
 
-def index_messages(messages: Iterable[Message], *, new: bool = False) -> int:
+def index_messages(messages: Iterable[Message], *, new: bool = False, embed: bool = False) -> int:
     """Add (or refresh) the live messages among `messages`; returns how many were indexed.
 
     `new=True` promises they were just created (never indexed), which saves a lookup on
-    the archive write's hot path."""
+    the archive write's hot path. `embed=True` also stores their sentence vectors in this
+    transaction (the chat's write path); bulk loads leave that to `manage.py embed_backfill`."""
     live = sorted((m for m in messages if m.deleted_at is None), key=lambda m: (m.created_at, m.pk))
     if not live:
         return 0
@@ -76,14 +78,20 @@ def index_messages(messages: Iterable[Message], *, new: bool = False) -> int:
                 "INSERT INTO memory_recall_fts(rowid, terms) VALUES (%s, %s)",
                 [(pk, " ".join(fts_terms(profile_id, tokens[pk]))) for pk, profile_id, *_ in docs],
             )
+    if embed:
+        vectors.embed_and_store(live)
     return len(docs)
 
 
 def optimize_index() -> None:
-    """Merge the full-text index's segments after a bulk load (imports); a no-op on PostgreSQL."""
-    if connection.vendor == "sqlite":
-        with connection.cursor() as cursor:
+    """After a bulk load (imports): merge SQLite's full-text segments; on PostgreSQL refresh
+    the planner's statistics at once (ANALYZE), so queries do not scan by profile until
+    autovacuum gets round to it."""
+    with connection.cursor() as cursor:
+        if connection.vendor == "sqlite":
             cursor.execute("INSERT INTO memory_recall_fts(memory_recall_fts) VALUES ('optimize')")
+        elif connection.vendor == "postgresql":
+            cursor.execute("ANALYZE memory_message, memory_recalldocument, memory_recallterm, memory_recallvector")
 
 
 def remove_messages(message_ids: Sequence[int]) -> int:
@@ -117,6 +125,7 @@ def _remove(ids: list[int]) -> dict[int, int]:
             _bump_stats(pid, docs=-len(streams), tokens=-sum(map(len, streams)), positions=0)
             _bump_terms(pid, Counter(t for s in streams for t in set(s)), -1)
         RecallDocument.objects.filter(message_id__in=[d[0] for d in docs]).delete()
+        vectors.remove(d[0] for d in docs)
         removed.update({mid: pos for mid, _, _, pos in docs})
     return removed
 
@@ -186,11 +195,24 @@ class Candidate:
 _DOC_COLUMNS = "d.message_id, d.pos, d.slice_id, d.speaker, d.day, d.tokens"
 
 
-def candidates(profile_id: int, terms: Sequence[str], limit: int) -> list[Candidate]:
-    """First stage: one query for the profile's best `limit` live messages matching any term."""
+def candidates(
+    profile_id: int, terms: Sequence[str], limit: int, days: tuple[str, str] | None = None
+) -> list[Candidate]:
+    """First stage: one query for the profile's best `limit` live messages matching any term;
+    with `days` (first, last local day, YYYY-MM-DD) only lines said then compete."""
     if not terms or limit <= 0:
         return []
-    if connection.vendor == "sqlite":
+    if connection.vendor == "sqlite" and days:
+        match = " OR ".join(f'"{t}"' for t in fts_terms(profile_id, dict.fromkeys(terms)))
+        sql = (
+            f"SELECT {_DOC_COLUMNS}, -bm25(memory_recall_fts) AS s FROM memory_recall_fts"
+            " JOIN memory_recalldocument d ON d.message_id = memory_recall_fts.rowid"
+            " JOIN memory_message m ON m.id = d.message_id"
+            " WHERE memory_recall_fts MATCH %s AND d.profile_id = %s AND m.deleted_at IS NULL" + legacy_sql("m") +
+            " AND d.day >= %s AND d.day <= %s ORDER BY s DESC, d.pos DESC LIMIT %s"
+        )
+        params = [match, profile_id, days[0], days[1], limit]
+    elif connection.vendor == "sqlite":
         match = " OR ".join(f'"{t}"' for t in fts_terms(profile_id, dict.fromkeys(terms)))
         sql = (
             f"SELECT {_DOC_COLUMNS}, c.s FROM ("
@@ -202,17 +224,7 @@ def candidates(profile_id: int, terms: Sequence[str], limit: int) -> list[Candid
         )
         params = [match, limit, profile_id]
     elif connection.vendor == "postgresql":
-        # Tokens are letters and digits only, so quoting each as a tsquery lexeme is exact.
-        query = " | ".join(f"'{t}'" for t in dict.fromkeys(terms))
-        sql = (
-            f"SELECT {_DOC_COLUMNS},"
-            " ts_rank(array_to_tsvector(string_to_array(d.tokens, ' ')), %s::tsquery) AS s"
-            " FROM memory_recalldocument d JOIN memory_message m ON m.id = d.message_id"
-            " WHERE d.profile_id = %s AND m.deleted_at IS NULL" + legacy_sql("m") +
-            " AND array_to_tsvector(string_to_array(d.tokens, ' ')) @@ %s::tsquery"
-            " ORDER BY s DESC, d.pos DESC LIMIT %s"
-        )
-        params = [query, profile_id, query, limit]
+        sql, params = _bm25_postgresql(profile_id, list(dict.fromkeys(terms)), limit, days)
     else:
         raise NotImplementedError(f"no full-text index for {connection.vendor}")
     with connection.cursor() as cursor:
@@ -221,6 +233,46 @@ def candidates(profile_id: int, terms: Sequence[str], limit: int) -> list[Candid
             Candidate(mid, float(s), pos, sid, speaker, day, tokens.split())
             for mid, pos, sid, speaker, day, tokens, s in cursor.fetchall()
         ]
+
+
+# SQLite FTS5's bm25() parameters and formula, reproduced on PostgreSQL (issue 18):
+# score = sum over query terms of idf × tf × (k1 + 1) / (tf + k1 × (1 − b + b × len / avglen)),
+# idf = ln((N − df + 0.5) / (df + 0.5)), at least 1e-6 (FTS5's floor for common terms).
+BM25_K1 = 1.2
+BM25_B = 0.75
+
+
+def _bm25_postgresql(
+    profile_id: int, terms: list[str], limit: int, days: tuple[str, str] | None = None
+) -> tuple[str, list]:
+    """The candidates query on PostgreSQL: the GIN index finds the profile's documents holding
+    any term; BM25 from the kept statistics (RecallStats, RecallTerm) ranks them."""
+    # Tokens are letters and digits only, so quoting each as a tsquery lexeme is exact.
+    query = " | ".join(f"'{t}'" for t in terms)
+    values = ", ".join(["(%s)"] * len(terms))
+    sql = (
+        "WITH st AS (SELECT n_docs::float8 AS n, GREATEST(n_tokens::float8 / GREATEST(n_docs, 1), 1e-9) AS avglen"
+        "  FROM memory_recallstats WHERE profile_id = %s),"
+        f" q(term) AS (VALUES {values}),"
+        " w AS (SELECT q.term, GREATEST(ln((st.n - t.df + 0.5) / (t.df + 0.5)), 1e-6) AS idf"
+        "  FROM q JOIN memory_recallterm t ON t.profile_id = %s AND t.term = q.term CROSS JOIN st),"
+        " hit AS MATERIALIZED (SELECT d.message_id, string_to_array(d.tokens, ' ') AS toks"
+        "  FROM memory_recalldocument d WHERE d.profile_id = %s"
+        "  AND array_to_tsvector(string_to_array(d.tokens, ' ')) @@ %s::tsquery"
+        + (" AND d.day >= %s AND d.day <= %s" if days else "")
+        + ")"
+        f" SELECT {_DOC_COLUMNS}, s.score FROM ("
+        "  SELECT hit.message_id, SUM(w.idf * x.tf * %s / (x.tf + %s * (1 - %s + %s * cardinality(hit.toks) / st.avglen))) AS score"
+        "  FROM hit CROSS JOIN st CROSS JOIN w"
+        "  CROSS JOIN LATERAL (SELECT cardinality(array_positions(hit.toks, w.term::text))::float8 AS tf) x"
+        "  WHERE x.tf > 0 GROUP BY hit.message_id) s"
+        " JOIN memory_recalldocument d ON d.message_id = s.message_id"
+        " JOIN memory_message m ON m.id = d.message_id WHERE m.deleted_at IS NULL" + legacy_sql("m") +
+        " ORDER BY s.score DESC, d.pos DESC LIMIT %s"
+    )
+    k1, b = BM25_K1, BM25_B
+    span = list(days) if days else []
+    return sql, [profile_id, *terms, profile_id, profile_id, query, *span, k1 + 1, k1, b, b, limit]
 
 
 def documents_at(profile_id: int, positions: Iterable[int]) -> list[Candidate]:
@@ -237,6 +289,34 @@ def documents_at(profile_id: int, positions: Iterable[int]) -> list[Candidate]:
         )
         rows = cursor.fetchall()
     return [Candidate(mid, 0.0, pos, sid, sp, day, toks.split()) for mid, pos, sid, sp, day, toks in rows]
+
+
+def documents_for(message_ids: Iterable[int]) -> list[Candidate]:
+    """The indexed, live messages among these ids (vector hits), score 0."""
+    wanted = sorted(set(message_ids))
+    if not wanted:
+        return []
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {_DOC_COLUMNS} FROM memory_recalldocument d JOIN memory_message m ON m.id = d.message_id"
+            " WHERE m.deleted_at IS NULL" + legacy_sql("m") + " AND d.message_id IN ("
+            + ", ".join(["%s"] * len(wanted)) + ")",
+            wanted,
+        )
+        rows = cursor.fetchall()
+    return [Candidate(mid, 0.0, pos, sid, sp, day, toks.split()) for mid, pos, sid, sp, day, toks in rows]
+
+
+def terms_containing(profile_id: int, character: str, limit: int = 200) -> dict[str, int]:
+    """{indexed term: df} of the profile's CJK bigrams holding `character`, rarest first: a
+    one-character question is looked up through them, since only bigrams are indexed."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT term, df FROM memory_recallterm WHERE profile_id = %s AND (term LIKE %s OR term LIKE %s)"
+            " ORDER BY df, term LIMIT %s",
+            [profile_id, character + "_", "_" + character, limit],
+        )
+        return dict(cursor.fetchall())
 
 
 def document_frequencies(profile_id: int, terms: Sequence[str]) -> dict[str, int]:

@@ -86,6 +86,11 @@ def _analyse(token: str) -> str | None:
     return _STEMMER.stemWord(token) if token.isalpha() else token
 
 
+def is_cjk_character(token: str) -> bool:
+    """A single CJK character (a lone-character token, which the index holds only in bigrams)."""
+    return len(token) == 1 and bool(_CJK_CHAR.match(token))
+
+
 def tokenize(text: str) -> list[str]:
     """The recall analyser (index and query side): R1 tokens without stop words, stemmed."""
     if "-" in text:

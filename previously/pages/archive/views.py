@@ -1,8 +1,10 @@
 """The archive (A4): browse and search the profile's whole archive, Chinese and English.
 
 Search goes through the production ranking (`rank_messages`, SPEC R2) for relevance, with
-a "newest first" order over the same hits; without a query the archive is browsed newest
-first with keyset pagination. Either way a page costs a bounded number of queries, whatever
+a "newest first" order over the same hits; a date range is applied before ranking, so the
+cap never hides a line of the range silently. Beside those exact matches, up to SIMILAR lines
+close in meaning (SPEC R8, when embeddings are on). Without a query the archive is browsed
+newest first with keyset pagination. Either way a page costs a bounded number of queries, whatever
 the archive's size: hits are capped at MAX_HITS and pages are cut from them (bounded offset).
 """
 
@@ -14,14 +16,16 @@ from django.db.models import Q
 from django.shortcuts import render
 
 from memory.models import Message
-from memory.recall.rank import DEFAULT_CONFIG, rank_messages
+from memory.recall.rank import DEFAULT_CONFIG, nearest_by_meaning, rank_messages
 from previously.pages.archive.forms import ArchiveSearchForm
 from previously.pages.current_profile import current_profile
 
 PAGE_SIZE = 25
 MAX_HITS = 500
-# The production ranking, minus spreading to ±1 neighbours: a search result must match.
-SEARCH_CONFIG = dataclasses.replace(DEFAULT_CONFIG, n_candidates=MAX_HITS, neighbour_weight=0.0)
+SIMILAR = 8
+# The production ranking, minus spreading to ±1 neighbours and lines found only by meaning:
+# a search result must match (those close in meaning are listed apart).
+SEARCH_CONFIG = dataclasses.replace(DEFAULT_CONFIG, n_candidates=MAX_HITS, neighbour_weight=0.0, dense_weight=0.0)
 
 
 def filtered(profile, *, speaker: str = "", date_from=None, date_to=None):
@@ -46,9 +50,12 @@ def filtered(profile, *, speaker: str = "", date_from=None, date_to=None):
     return lines
 
 
-def search_page(lines, *, profile_id: int, query: str, sort: str, page: int) -> tuple[list[Message], int, int]:
-    """One page of hits for `query` among `lines`: (messages, total hits (≤ MAX_HITS), page)."""
-    hits = rank_messages(profile_id=profile_id, query=query, limit=MAX_HITS, config=SEARCH_CONFIG)
+def search_page(
+    lines, *, profile_id: int, query: str, sort: str, page: int, days: tuple[str, str] | None = None
+) -> tuple[list[Message], int, int, set[int]]:
+    """One page of hits for `query` among `lines` (`days` narrows the ranking itself):
+    (messages, total hits (≤ MAX_HITS), page, every hit's id)."""
+    hits = rank_messages(profile_id=profile_id, query=query, limit=MAX_HITS, config=SEARCH_CONFIG, days=days)
     rank = {h.message_id: i for i, h in enumerate(hits)}
     kept = list(lines.filter(id__in=rank).values_list("id", "created_at"))
     if sort == "newest":
@@ -59,7 +66,14 @@ def search_page(lines, *, profile_id: int, query: str, sort: str, page: int) -> 
     page = min(max(page, 1), pages)
     ids = [pk for pk, _ in kept[(page - 1) * PAGE_SIZE : page * PAGE_SIZE]]
     rows = Message.objects.filter(id__in=ids).select_related("slice").in_bulk()
-    return [rows[pk] for pk in ids if pk in rows], len(kept), page
+    return [rows[pk] for pk in ids if pk in rows], len(kept), page, {pk for pk, _ in kept}
+
+
+def similar_lines(lines, *, profile_id: int, query: str, exclude: set[int]) -> list[Message]:
+    """Up to SIMILAR lines among `lines` closest in meaning to `query` that are not exact hits."""
+    near = [mid for mid, cos in nearest_by_meaning(profile_id, query, 4 * SIMILAR) if cos >= DEFAULT_CONFIG.dense_floor]
+    rows = lines.filter(id__in=near).select_related("slice").in_bulk()
+    return [rows[mid] for mid in near if mid in rows and mid not in exclude][:SIMILAR]
 
 
 def browse_page(lines, *, profile, before: str = "") -> tuple[list[Message], str]:
@@ -91,11 +105,19 @@ def archive(request):
                 page = int(request.GET.get("page", "1"))
             except ValueError:
                 page = 1
-            found, total, page = search_page(
-                lines, profile_id=profile.pk, query=query, sort=context["sort"], page=page
+            days = None
+            if data["date_from"] or data["date_to"]:
+                days = (
+                    data["date_from"].isoformat() if data["date_from"] else "0000-00-00",
+                    data["date_to"].isoformat() if data["date_to"] else "9999-99-99",
+                )
+            found, total, page, exact = search_page(
+                lines, profile_id=profile.pk, query=query, sort=context["sort"], page=page, days=days
             )
+            similar = similar_lines(lines, profile_id=profile.pk, query=query, exclude=exact) if page == 1 else []
             context.update(lines=found, total=total, page=page, pages=max(1, -(-total // PAGE_SIZE)),
-                           capped=total >= MAX_HITS, max_hits=MAX_HITS)
+                           capped=total >= MAX_HITS, max_hits=MAX_HITS, similar=similar,
+                           dated=days is not None)
         else:
             found, next_before = browse_page(lines, profile=profile, before=request.GET.get("before", ""))
             context.update(lines=found, next_before=next_before, browsing=True)

@@ -152,3 +152,38 @@ def test_another_users_message_actions_are_404_and_change_nothing(client, profil
         assert client.post(reverse(name, args=["owner", archive[0].mid])).status_code == 404
     archive[0].refresh_from_db()
     assert archive[0].deleted_at is None
+
+
+def test_lines_close_in_meaning_are_listed_beside_the_exact_matches_r8(logged_in, profile):
+    say(profile, 1, "user", "我的猫今天生病了，我带它去看了兽医。", at=T0)
+    say(profile, 2, "user", "The cat knocked a glass off the table", at=T0 + timedelta(minutes=1))
+    say(profile, 3, "user", "Remember to buy batteries for the remote.", at=T0 + timedelta(minutes=2))
+    response = logged_in.get(reverse("archive"), {"q": "cat vet"})
+    assert [m.content for m in response.context["lines"]] == ["The cat knocked a glass off the table"]
+    similar = [m.content for m in response.context["similar"]]
+    assert similar[0] == "我的猫今天生病了，我带它去看了兽医。"
+    assert "batteries" not in " ".join(similar)
+    html = response.content.decode()
+    assert "Similar meaning" in html and 'id="similar-c_0000000000000001"' in html
+
+
+def test_a_date_range_is_applied_before_ranking_and_the_cut_is_said(logged_in, profile, monkeypatch):
+    monkeypatch.setattr(archive_views, "MAX_HITS", 3)
+    monkeypatch.setattr(archive_views, "SEARCH_CONFIG", archive_views.dataclasses.replace(archive_views.SEARCH_CONFIG, n_candidates=3))
+    for n in range(1, 7):  # six strong matches early in March, outranking the one we want
+        say(profile, n, "user", f"river river river walk {n}", at=T0 + timedelta(minutes=n))
+    late = [say(profile, 10 + n, "user", f"a long day, then a river walk {n}", at=T0 + timedelta(days=20, minutes=n)) for n in range(4)]
+    response = logged_in.get(reverse("archive"), {"q": "river", "date_from": "2026-03-15", "date_to": "2026-03-31"})
+    found = {m.pk for m in response.context["lines"]}
+    assert found and found <= {m.pk for m in late}
+    assert len(found) == 3
+    assert response.context["capped"]
+    assert "the 3 best of these dates" in response.content.decode()
+
+
+def test_a_one_character_chinese_search_finds_the_lines_that_contain_it(logged_in, profile):
+    say(profile, 1, "user", "我的猫叫年糕", at=T0)
+    say(profile, 2, "user", "猫粮快吃完了", at=T0 + timedelta(minutes=1))
+    say(profile, 3, "user", "今天下雨了", at=T0 + timedelta(minutes=2))
+    lines = logged_in.get(reverse("archive"), {"q": "猫"}).context["lines"]
+    assert {m.content for m in lines} == {"我的猫叫年糕", "猫粮快吃完了"}

