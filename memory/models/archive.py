@@ -78,6 +78,9 @@ class Profile(models.Model):
     language = models.CharField(max_length=2, choices=Language.choices, default=Language.ZH, verbose_name=_("language"))
     proactive_enabled = models.BooleanField(default=True, verbose_name=_("proactive enabled"))
     created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))
+    # S3: one turn in flight per profile, across tabs and server processes: a lease taken with
+    # one conditional UPDATE (previously/chat/guard.py), released when the turn ends.
+    turn_until = models.DateTimeField(null=True, blank=True, editable=False, verbose_name=_("turn lease until"))
 
     objects = ProfileManager()
 
@@ -272,6 +275,7 @@ class MessageType(models.TextChoices):
 class MessageStatus(models.TextChoices):
     COMPLETE = "complete", "complete"
     FAILED = "failed", "failed (partial reply)"
+    STOPPED = "stopped", "stopped by the person (partial reply)"
 
 
 class Message(models.Model):

@@ -5,6 +5,8 @@ every frame sent is a rendered partial of templates/chat/chat.html swapped out-o
 Database work runs in the small sync helpers below, through `db_call` (previously/chat/db.py).
 """
 
+import asyncio
+import contextlib
 import logging
 import secrets
 from collections.abc import Awaitable, Callable
@@ -240,7 +242,7 @@ def offline_reply(profile: Profile, user_message: Message, now: datetime) -> str
 
 # --- the turn (async) ------------------------------------------------------------------------
 
-async def handle_send(profile: Profile, data: dict, send: Send) -> None:
+async def handle_send(profile: Profile, data: dict, send: Send, *, stop: asyncio.Event | None = None) -> None:
     """A user message from the page: archive it (idempotent by mid), then reply."""
     lang = profile.language
     try:
@@ -266,7 +268,7 @@ async def handle_send(profile: Profile, data: dict, send: Send) -> None:
         if existing is not None:  # a resend after a reconnect: show what is stored, write nothing
             await send(render_message(existing, lang=lang, reply_to=user_message.mid))
             return
-    await reply_to(profile, user_message, send, local_time=frame.local_time)
+    await reply_to(profile, user_message, send, local_time=frame.local_time, stop=stop)
 
 
 RESYNC_MAX = 200  # lines sent back on one (re)connect; the page's "load older" covers the rest
@@ -288,7 +290,7 @@ async def handle_resync(profile: Profile, data: dict, send: Send) -> None:
         await send(render_message(message, lang=profile.language))
 
 
-async def handle_reply(profile: Profile, data: dict, send: Send) -> None:
+async def handle_reply(profile: Profile, data: dict, send: Send, *, stop: asyncio.Event | None = None) -> None:
     """A reply to a line already archived over HTTP (an image upload, A7): once per line."""
     user_message = await _user_message(profile, str(data.get("mid") or ""))
     if user_message is None:
@@ -300,7 +302,7 @@ async def handle_reply(profile: Profile, data: dict, send: Send) -> None:
     if existing is not None:  # a resend: show what is stored, write nothing
         await send(render_message(existing, lang=lang, reply_to=user_message.mid))
         return
-    await reply_to(profile, user_message, send, local_time=data.get("local_time") or None)
+    await reply_to(profile, user_message, send, local_time=data.get("local_time") or None, stop=stop)
 
 
 @task()
@@ -317,7 +319,7 @@ def reply_in_background(profile_id: int, mid: str) -> None:
     async_to_sync(handle_reply)(profile, {"mid": mid}, send)
 
 
-async def handle_retry(profile: Profile, data: dict, send: Send) -> None:
+async def handle_retry(profile: Profile, data: dict, send: Send, *, stop: asyncio.Event | None = None) -> None:
     """A new reply attempt for a user message whose reply failed (L3)."""
     user_message = await _user_message(profile, str(data.get("mid") or ""))
     if user_message is None:
@@ -325,11 +327,44 @@ async def handle_retry(profile: Profile, data: dict, send: Send) -> None:
         return
     if data.get("failed"):
         await send(render("gone", target=f"retry-{data['failed']}"))
-    await reply_to(profile, user_message, send)
+    await reply_to(profile, user_message, send, stop=stop)
 
 
-async def reply_to(profile: Profile, user_message: Message, send: Send, *, local_time: str | None = None) -> None:
-    """Recall, prompt, stream the reply into the page, archive it, act on its markers."""
+async def _stream(provider, messages: list[dict], cleaner: markers.StreamCleaner, send: Send, umid: str,
+                  stop: asyncio.Event) -> bool:
+    """Stream the model's reply into the page until it ends or `stop` is set (U2). A stop
+    cancels the pending read at once (the HTTP stream to the model is closed), so the model call
+    ends within the time of one loop turn, not at the next chunk. True when stopped."""
+    stream = provider.astream(messages)
+    stopping = asyncio.ensure_future(stop.wait())
+    try:
+        while True:
+            chunk = asyncio.ensure_future(anext(stream))
+            await asyncio.wait({chunk, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            if not chunk.done():
+                chunk.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await chunk
+                return True
+            try:
+                text = chunk.result()
+            except StopAsyncIteration:
+                return False
+            visible = cleaner.feed(text)
+            if visible:
+                await send(render("token", umid=umid, text=visible))
+    finally:
+        stopping.cancel()
+        with contextlib.suppress(Exception):
+            await stream.aclose()
+
+
+async def reply_to(
+    profile: Profile, user_message: Message, send: Send, *, local_time: str | None = None,
+    stop: asyncio.Event | None = None,
+) -> None:
+    """Recall, prompt, stream the reply into the page, archive it, act on its markers.
+    A reply stopped by the person (U2) is archived as far as it went, status stopped."""
     lang = profile.language
     umid = user_message.mid
     provider = get_provider()
@@ -340,16 +375,14 @@ async def reply_to(profile: Profile, user_message: Message, send: Send, *, local
     await send(render("reply_start", umid=umid, lang=lang, offline=provider.offline))
     cleaner = markers.StreamCleaner()
     error = ""
+    stopped = False
     if provider.offline:
         text = await db_call(offline_reply)(prepared.profile, user_message, prepared.clock.local)
         cleaner.feed(text)
         await send(render("token", umid=umid, text=text))
     else:
         try:
-            async for chunk in provider.astream(prepared.messages):
-                visible = cleaner.feed(chunk)
-                if visible:
-                    await send(render("token", umid=umid, text=visible))
+            stopped = await _stream(provider, prepared.messages, cleaner, send, umid, stop or asyncio.Event())
         except ProviderError as exc:
             error = str(exc)
         except Exception as exc:  # anything else from the model path is a model failure too
@@ -359,9 +392,9 @@ async def reply_to(profile: Profile, user_message: Message, send: Send, *, local
         if rest and not error:
             await send(render("token", umid=umid, text=rest))
     content, favs = markers.clean(cleaner.raw)
-    if error:
-        favs = []  # a failed reply's markers are not acted on
-    status = Message.Status.FAILED if error else Message.Status.COMPLETE
+    if error or stopped:
+        favs = []  # a failed or stopped reply's markers are not acted on
+    status = Message.Status.FAILED if error else Message.Status.STOPPED if stopped else Message.Status.COMPLETE
     kind = Message.Type.SYSTEM if provider.offline else Message.Type.TEXT
     mid = assistant_mid()
     note = ""
@@ -381,5 +414,5 @@ async def reply_to(profile: Profile, user_message: Message, send: Send, *, local
     if error:
         log.warning("reply to %s failed: %s", umid, error)
     await send(render_message(reply, lang=lang, oob=f"outerHTML:#reply-{umid}", notice=note, reply_to=umid, error=error))
-    if not error and not provider.offline:
+    if not error and not stopped and not provider.offline:
         await _after_reply(prepared.profile, prepared.slice, user_message.content, content)

@@ -171,3 +171,80 @@
   document.addEventListener("DOMContentLoaded", function () { scrollDown(true); });
   if (document.readyState !== "loading") { scrollDown(true); }
 })();
+
+// --- Issue 17: stop (U2), code-block copy buttons (U1), a refused line back in the composer (S3).
+(function () {
+  "use strict";
+
+  function chat() { return document.querySelector(".chat"); }
+
+  // Esc stops the reply that is streaming (the same frame as its Stop button).
+  document.addEventListener("keydown", function (evt) {
+    if (evt.key !== "Escape" || evt.isComposing) { return; }
+    var form = document.querySelector(".msg.streaming form.stop");
+    if (form) { evt.preventDefault(); form.requestSubmit(); }
+  });
+
+  function copyText(text) {
+    if (navigator.clipboard && window.isSecureContext) { return navigator.clipboard.writeText(text); }
+    // http on a LAN address: the old way, through a hidden textarea.
+    var area = document.createElement("textarea");
+    area.value = text;
+    area.setAttribute("readonly", "");
+    area.className = "visually-hidden";
+    document.body.appendChild(area);
+    area.select();
+    try { document.execCommand("copy"); } finally { area.remove(); }
+    return Promise.resolve();
+  }
+
+  // Every fenced code block of a rendered reply gets a copy button (labels from the page).
+  function addCopyButtons(root) {
+    var section = chat();
+    if (!section || !root || !root.querySelectorAll) { return; }
+    root.querySelectorAll(".content.md pre").forEach(function (pre) {
+      if (pre.parentElement.classList.contains("code-block")) { return; }
+      var wrap = document.createElement("div");
+      wrap.className = "code-block";
+      pre.parentNode.insertBefore(wrap, pre);
+      wrap.appendChild(pre);
+      var button = document.createElement("button");
+      button.type = "button";
+      button.className = "copy-code secondary";
+      button.textContent = section.dataset.copy || "Copy";
+      wrap.appendChild(button);
+    });
+  }
+
+  document.addEventListener("click", function (evt) {
+    var button = evt.target.closest ? evt.target.closest(".copy-code") : null;
+    if (!button) { return; }
+    var pre = button.parentElement.querySelector("pre");
+    copyText(pre ? pre.textContent : "").then(function () {
+      var section = chat();
+      button.textContent = (section && section.dataset.copied) || "Copied";
+      button.classList.add("done");
+      setTimeout(function () {
+        button.textContent = (section && section.dataset.copy) || "Copy";
+        button.classList.remove("done");
+      }, 1500);
+    });
+  });
+
+  document.addEventListener("htmx:oobAfterSwap", function (evt) {
+    var target = evt.detail && evt.detail.target;
+    if (!target) { return; }
+    if (target.id === "composer-restore") {
+      var holder = target.querySelector("template[data-text]");
+      var composer = document.getElementById("composer-text");
+      if (holder && composer && !composer.value) { composer.value = holder.dataset.text; composer.focus(); }
+      target.textContent = "";
+      return;
+    }
+    addCopyButtons(target.parentNode || document);
+  });
+  document.addEventListener("htmx:wsAfterMessage", function () { addCopyButtons(document); });
+  document.addEventListener("htmx:afterSwap", function (evt) { addCopyButtons(evt.detail.target); });
+  if (document.readyState !== "loading") { addCopyButtons(document); }
+  document.addEventListener("DOMContentLoaded", function () { addCopyButtons(document); });
+})();
