@@ -311,6 +311,14 @@ class Message(models.Model):
     content_hash = models.CharField(max_length=8, blank=True, verbose_name=_("content hash"))
     # Legacy value fields with no column of their own (e.g. conversation_id), kept for export.
     legacy_extra = models.JSONField(default=dict, blank=True, verbose_name=_("legacy extra"))
+    # U2: a reply's user line; the replies of one line are the alternatives of that turn (the
+    # chosen one live, the others hidden: recall, prompts and the card see only the chosen one).
+    reply_of = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="replies", verbose_name=_("reply of")
+    )
+    # U4 "why this reply": what the reply's prompt held, as ids and token counts, never text
+    # (previously/chat/turn.py `trace`); deleting a recalled line leaves no copy here.
+    prompt_trace = models.JSONField(null=True, blank=True, verbose_name=_("prompt trace"))
 
     objects = MessageManager()
 

@@ -22,7 +22,10 @@ from previously.push import profile_group
 
 log = logging.getLogger(__name__)
 TURN_DRAIN_SECONDS = 120
-TURN_ACTIONS = {"send": turn.handle_send, "retry": turn.handle_retry, "reply": turn.handle_reply}
+TURN_ACTIONS = {
+    "send": turn.handle_send, "retry": turn.handle_retry, "reply": turn.handle_reply,
+    "regenerate": turn.handle_regenerate, "edit": turn.handle_edit,
+}
 take_turn = db_call(guard.take_turn)
 release_turn = db_call(guard.release_turn)
 
@@ -84,8 +87,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if action == "stop":
             await self._stop_turn()
             return
-        if action == "resync":
-            self._start(self._run_resync(data))
+        if action in ("resync", "choose"):
+            self._start(self._run_quick(action, data))
             return
         handler = TURN_ACTIONS.get(action)
         if handler is None:
@@ -143,12 +146,14 @@ class ChatConsumer(AsyncWebsocketConsumer):
         self.turns.add(task)
         task.add_done_callback(self.turns.discard)
 
-    async def _run_resync(self, data: dict) -> None:
+    async def _run_quick(self, action: str, data: dict) -> None:
+        """A resync or the choice of an alternative (U2): no model call, no turn lease."""
+        handler = turn.handle_resync if action == "resync" else turn.handle_choose
         async with self.turn_lock:
             try:
-                await turn.handle_resync(self.profile, data, self.send_html)
+                await handler(self.profile, data, self.send_html)
             except Exception:
-                log.exception("resync failed for profile %s", self.profile.pk)
+                log.exception("%s failed for profile %s", action, self.profile.pk)
 
     async def _run_turn(self, handler, data: dict) -> None:
         stop = guard.Running.start(self.profile.pk)

@@ -198,14 +198,14 @@ def system_prompt(
         tz=clock.tz_name,
         period=period_label(clock.period, lang),
     )
-    fragments = sorted(recalled.fragments, key=lambda m: (m.created_at, m.pk))
+    memory = memory_sections(profile, recalled)
     sections = [
         stable_prefix(profile=profile, slice_=slice_, card_text=card_text),
         now,
-        _section(w.fragments, [f"- [{when(m, w, lang)}] {speaker(m, w)}:\n{quote(m.content)}" for m in fragments], w),
-        _section(w.highlights, [f"- ({h.mid})\n{quote(h.content)}" for h in recalled.highlights], w),
-        _section(w.active, [f"- {quote(e.title + ': ' + e.content)}" for e in recalled.active], w),
-        _section(w.candidates, [f"- {quote(e.title + ': ' + e.content)}" for e in recalled.candidates], w),
+        memory["recalled"],
+        memory["highlights"],
+        memory["active"],
+        memory["candidates"],
         w.awareness,
         w.guidance,
         # K14: on a slice's first turn, greet by the card's name and ask about overdue items.
@@ -213,6 +213,20 @@ def system_prompt(
         w.requirements,
     ]
     return "\n\n".join(sections)
+
+
+def memory_sections(profile: Profile, recalled: Recalled) -> dict[str, str]:
+    """The recalled memory's four sections of the system prompt, as sent (SPEC R5); their
+    token counts are what "why this reply" shows (U4)."""
+    w = words_for(profile)
+    lang = profile.language
+    fragments = sorted(recalled.fragments, key=lambda m: (m.created_at, m.pk))
+    return {
+        "recalled": _section(w.fragments, [f"- [{when(m, w, lang)}] {speaker(m, w)}:\n{quote(m.content)}" for m in fragments], w),
+        "highlights": _section(w.highlights, [f"- ({h.mid})\n{quote(h.content)}" for h in recalled.highlights], w),
+        "active": _section(w.active, [f"- {quote(e.title + ': ' + e.content)}" for e in recalled.active], w),
+        "candidates": _section(w.candidates, [f"- {quote(e.title + ': ' + e.content)}" for e in recalled.candidates], w),
+    }
 
 
 def _section(title: str, lines: Sequence[str], w: Words) -> str:

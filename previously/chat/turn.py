@@ -24,9 +24,11 @@ from memory.archive import MidConflict, archive_message
 from memory.card.store import injected_card_for
 from memory.clock import LocalClock, local_clock
 from memory.curation import HighlightRefused, add_highlight
-from memory.models import Highlight, Message, Profile, Slice
+from memory.deletion import hide_message, unhide_message
+from memory.models import Card, Highlight, Message, Profile, Slice
 from memory.models.archive import USER_MID_RE
 from memory.recall import recall
+from memory.recall.budget import approx_tokens
 from memory.recall.context import Recalled
 from previously.agent.briefing import arrival_briefing
 from previously.agent.lifecycle import after_reply, archive_line
@@ -76,6 +78,7 @@ class Prepared:
     clock: LocalClock
     recalled: Recalled
     messages: list[dict]  # the provider request
+    trace: dict  # U4: what the request holds, as ids and token counts (never text)
 
 
 def assistant_mid() -> str:
@@ -89,10 +92,37 @@ def render(partial: str, **context) -> str:
     return render_to_string(f"chat/chat.html#{partial}", context)
 
 
+def mark_alternatives(messages: list[Message]) -> None:
+    """U2: each reply learns its place among the replies of its user line ("2 / 3") and the
+    mids of its neighbours, in one query (sync)."""
+    lines = [m for m in messages if m.speaker == Message.Speaker.ASSISTANT and m.reply_of_id]
+    for m in messages:
+        m.alt_index = m.alt_total = 0
+        m.alt_prev = m.alt_next = ""
+    if not lines:
+        return
+    groups: dict[int, list[str]] = {}
+    rows = (
+        Message.objects.filter(reply_of_id__in={m.reply_of_id for m in lines}, speaker=Message.Speaker.ASSISTANT)
+        .order_by("created_at", "id").values_list("reply_of_id", "mid")
+    )
+    for reply_of, mid in rows:
+        groups.setdefault(reply_of, []).append(mid)
+    for m in lines:
+        mids = groups.get(m.reply_of_id, [])
+        if len(mids) > 1 and m.mid in mids:
+            i = mids.index(m.mid)
+            m.alt_index, m.alt_total = i + 1, len(mids)
+            m.alt_prev = mids[i - 1] if i > 0 else ""
+            m.alt_next = mids[i + 1] if i + 1 < len(mids) else ""
+
+
 def render_message(
     message: Message, *, lang: str, oob: str = "true", notice: str = "", reply_to: str = "", error: str = ""
 ) -> str:
     can_retry = message.status == Message.Status.FAILED and bool(reply_to)
+    if not hasattr(message, "alt_total"):
+        message.alt_total = 0
     return render(
         "message", message=message, lang=lang, oob=oob, notice=notice, reply_to=reply_to,
         can_retry=can_retry, error=error,
@@ -185,19 +215,54 @@ def prepare(
         user_text=user_message.content,
         user_content=prompt.user_turn_content(user_message, images=images),
     )
-    return Prepared(profile=profile, slice=slice_, clock=clock, recalled=recalled, messages=messages)
+    trace = prompt_trace(profile, recalled, messages, card_text=slice_.injected_card or "", recent=recent)
+    return Prepared(profile=profile, slice=slice_, clock=clock, recalled=recalled, messages=messages, trace=trace)
+
+
+def prompt_trace(profile: Profile, recalled: Recalled, messages: list[dict], *, card_text: str, recent: list[Message]) -> dict:
+    """U4 "why this reply": the ids of what the prompt quoted and the approximate tokens of each
+    part (memory/recall/budget.py's count), the card's version; no text is kept."""
+    sections = prompt.memory_sections(profile, recalled)
+
+    def tokens(content) -> int:
+        if isinstance(content, list):  # an image turn: its text part (the image is not counted)
+            return sum(approx_tokens(part.get("text", "")) for part in content if part.get("type") == "text")
+        return approx_tokens(content or "")
+
+    counts = {
+        "card": approx_tokens(card_text),
+        "recalled": approx_tokens(sections["recalled"]),
+        "highlights": approx_tokens(sections["highlights"]),
+        "experiences": approx_tokens(sections["active"]) + approx_tokens(sections["candidates"]),
+        "system": tokens(messages[0]["content"]),
+        "recent": sum(tokens(m["content"]) for m in messages[1:-1]),
+        "user": tokens(messages[-1]["content"]),
+    }
+    counts["total"] = counts["system"] + counts["recent"] + counts["user"]
+    return {
+        "recalled": [m.pk for m in recalled.fragments],
+        "highlights": [h.pk for h in recalled.highlights],
+        "experiences": [e.pk for e in [*recalled.active, *recalled.candidates]],
+        "card_version": Card.objects.filter(profile=profile).values_list("version", flat=True).first(),
+        "recent": len(recent),
+        "tokens": counts,
+    }
 
 
 def store_reply(
     profile: Profile, user_message: Message, *, mid: str, raw: str, content: str, favs: list[str],
-    status: str, message_type: str = Message.Type.TEXT,
+    status: str, message_type: str = Message.Type.TEXT, trace: dict | None = None,
 ) -> tuple[Message, list[Highlight]]:
-    """Archive the cleaned reply and act on its [[fav:]] markers (A5, C2)."""
+    """Archive the cleaned reply and act on its [[fav:]] markers (A5, C2); link it to its user
+    line (U2) with its prompt trace (U4)."""
     reply = archive_message(
         profile=profile, mid=mid, speaker=Message.Speaker.ASSISTANT, content=content,
         raw_content=raw if raw != content else "", status=status, message_type=message_type,
         tz=user_message.tz or None,
     ).message
+    if user_message.pk:
+        Message.objects.filter(pk=reply.pk).update(reply_of=user_message, prompt_trace=trace)
+        reply.reply_of_id, reply.prompt_trace = user_message.pk, trace
     highlights = []
     if favs:
         conversation = list(
@@ -359,6 +424,118 @@ async def _stream(provider, messages: list[dict], cleaner: markers.StreamCleaner
             await stream.aclose()
 
 
+# --- regenerate, choose an alternative, edit and resend (U2) ------------------------------
+
+class Refused(ValueError):
+    """A regenerate/choose/edit the archive does not allow; the message says why."""
+
+
+def _latest_live(profile: Profile) -> Message | None:
+    return Message.objects.for_profile(profile).live().order_by("-created_at", "-id").select_related("slice").first()
+
+
+@db_call
+def _prepare_regenerate(profile: Profile, mid: str) -> tuple[Message, Message]:
+    """The last reply (hidden now: kept as an alternative) and the user line it answers."""
+    reply = _latest_live(profile)
+    if reply is None or reply.mid != mid or reply.speaker != Message.Speaker.ASSISTANT:
+        raise Refused(gettext_lazy("Only the last reply can be regenerated."))
+    user_line = reply.reply_of
+    if user_line is None or user_line.deleted_at is not None:
+        user_line = (
+            Message.objects.for_profile(profile).live().in_slice(reply.slice_id)
+            .filter(speaker=Message.Speaker.USER, created_at__lte=reply.created_at)
+            .order_by("-created_at", "-id").select_related("slice").first()
+        )
+    if user_line is None:
+        raise Refused(gettext_lazy("That reply answers no line of yours, so it cannot be regenerated."))
+    if reply.reply_of_id != user_line.pk:
+        Message.objects.filter(pk=reply.pk).update(reply_of=user_line)
+    hide_message(reply)
+    return reply, user_line
+
+
+async def handle_regenerate(profile: Profile, data: dict, send: Send, *, stop: asyncio.Event | None = None) -> None:
+    """A new reply to the last user line; the earlier reply stays as an alternative (hidden)."""
+    try:
+        reply, user_line = await _prepare_regenerate(profile, str(data.get("mid") or ""))
+    except Refused as refused:
+        await send(notice(refused.args[0], lang=profile.language))
+        return
+    await send(render("gone", target=f"msg-{reply.mid}"))
+    await reply_to(profile, user_line, send, stop=stop)
+
+
+@db_call
+def _choose(profile: Profile, shown: str, wanted: str) -> Message:
+    """Show the alternative `wanted` instead of `shown`: the chosen one is the live one."""
+    lines = {m.mid: m for m in Message.objects.for_profile(profile).filter(
+        mid__in=[shown, wanted], speaker=Message.Speaker.ASSISTANT, reply_of__isnull=False,
+    )}
+    current, target = lines.get(shown), lines.get(wanted)
+    if current is None or target is None or current.reply_of_id != target.reply_of_id or current.deleted_at is not None:
+        raise Refused(gettext_lazy("That alternative is not one of this reply's."))
+    hide_message(current)
+    unhide_message(target)
+    mark_alternatives([target])
+    return target
+
+
+async def handle_choose(profile: Profile, data: dict, send: Send) -> None:
+    shown = str(data.get("shown") or "")
+    try:
+        target = await _choose(profile, shown, str(data.get("mid") or ""))
+    except Refused as refused:
+        await send(notice(refused.args[0], lang=profile.language))
+        return
+    await send(render_message(target, lang=profile.language, oob=f"outerHTML:#msg-{shown}"))
+
+
+@db_call
+def _replace_user_line(profile: Profile, old_mid: str, frame: UserFrame):
+    """The edited text as a new line (new mid); the old line and its replies hidden, kept."""
+    latest_user = (
+        Message.objects.for_profile(profile).live().filter(speaker=Message.Speaker.USER)
+        .order_by("-created_at", "-id").first()
+    )
+    if latest_user is None or latest_user.mid != old_mid:
+        raise Refused(gettext_lazy("Only your last line can be edited."))
+    if latest_user.message_type != Message.Type.TEXT:
+        raise Refused(gettext_lazy("An image line cannot be edited; send a new one."))
+    archived = archive_line(
+        archive_message, profile=profile, mid=frame.mid, speaker=Message.Speaker.USER,
+        content=frame.text, tz=frame.tz, local_time=frame.local_time,
+    )
+    gone = [latest_user.mid]
+    hide_message(latest_user)
+    later = Message.objects.for_profile(profile).live().filter(
+        created_at__gte=latest_user.created_at, speaker=Message.Speaker.ASSISTANT,
+    ).exclude(pk=archived.message.pk)
+    for reply in later:
+        hide_message(reply)
+        gone.append(reply.mid)
+    return archived, gone
+
+
+async def handle_edit(profile: Profile, data: dict, send: Send, *, stop: asyncio.Event | None = None) -> None:
+    """U2: edit and resend the last user line: a new line, the old one kept hidden, a new reply."""
+    lang = profile.language
+    try:
+        frame = UserFrame.parse(data)
+        archived, gone = await _replace_user_line(profile, str(data.get("edits") or ""), frame)
+    except (BadFrame, Refused) as refused:
+        await send(render("gone", target=f"msg-{data.get('mid') or ''}") + notice(refused.args[0], lang=lang))
+        return
+    except MidConflict as exc:
+        await send(notice(format_lazy(
+            gettext_lazy("mid_conflict: {mid} is already stored with different text; nothing was changed."), mid=exc.mid
+        ), lang=lang))
+        return
+    await send("".join(render("gone", target=f"msg-{mid}") for mid in gone))
+    await send(render_message(archived.message, lang=lang))
+    await reply_to(profile, archived.message, send, local_time=frame.local_time, stop=stop)
+
+
 async def reply_to(
     profile: Profile, user_message: Message, send: Send, *, local_time: str | None = None,
     stop: asyncio.Event | None = None,
@@ -401,7 +578,7 @@ async def reply_to(
     try:
         reply, _ = await db_call(store_reply)(
             prepared.profile, user_message, mid=mid, raw=cleaner.raw, content=content, favs=favs,
-            status=status, message_type=kind,
+            status=status, message_type=kind, trace=prepared.trace,
         )
     except Exception:
         # A3: the reply is still delivered, with a visible notice.
@@ -413,6 +590,8 @@ async def reply_to(
         note = "unsaved"
     if error:
         log.warning("reply to %s failed: %s", umid, error)
+    if reply.pk:
+        await db_call(mark_alternatives)([reply])
     await send(render_message(reply, lang=lang, oob=f"outerHTML:#reply-{umid}", notice=note, reply_to=umid, error=error))
     if not error and not stopped and not provider.offline:
         await _after_reply(prepared.profile, prepared.slice, user_message.content, content)

@@ -54,6 +54,13 @@
     if (!text) { evt.preventDefault(); return; }
     var mid = newMid();
     params.mid = mid;
+    if (form.dataset.edits) {
+      // U2: edit and resend — the edited text is a new line; the server hides the old one.
+      params.action = "edit";
+      params.edits = form.dataset.edits;
+      delete form.dataset.edits;
+      form.classList.remove("editing");
+    }
     params.local_time = localIso(new Date());
     params.tz = Intl.DateTimeFormat().resolvedOptions().timeZone || "";
     messages().appendChild(pendingLine(mid, text));
@@ -215,6 +222,30 @@
       wrap.appendChild(button);
     });
   }
+
+  // Copy a whole line (U3); edit and resend the last line of the person (U2).
+  document.addEventListener("click", function (evt) {
+    var tool = evt.target.closest ? evt.target.closest(".copy-line, .edit-line") : null;
+    if (!tool) { return; }
+    var article = tool.closest("article.msg");
+    var content = article && article.querySelector(".content");
+    if (!content) { return; }
+    if (tool.classList.contains("copy-line")) {
+      copyText(content.innerText).then(function () {
+        var section = chat();
+        var label = tool.textContent;
+        tool.textContent = (section && section.dataset.copied) || "Copied";
+        setTimeout(function () { tool.textContent = label; }, 1500);
+      });
+      return;
+    }
+    var form = document.getElementById("composer");
+    var box = document.getElementById("composer-text");
+    form.dataset.edits = tool.dataset.mid;
+    form.classList.add("editing");
+    box.value = content.textContent;
+    box.focus();
+  });
 
   document.addEventListener("click", function (evt) {
     var button = evt.target.closest ? evt.target.closest(".copy-code") : null;

@@ -8,6 +8,7 @@ urlpatterns = [
     path("chat/new/", views.new_conversation, name="new_conversation"),
     path("chat/image/", views.upload_image, name="chat_image_upload"),
     path("chat/proactive/", views.proactive_switch, name="chat_proactive"),
+    path("chat/why/<str:mid>/", views.why, name="chat_why"),
     path("images/<int:pk>/", views.image, name="chat_image"),
     path("images/<int:pk>/thumb/", views.image, {"thumb": True}, name="chat_image_thumb"),
 ]

@@ -11,11 +11,11 @@ from django.views.decorators.http import require_POST
 
 from memory.archive import MidConflict
 from memory.images import ImageRefused, store_image_message, stored_path
-from memory.models import Message, Profile
+from memory.models import Experience, Highlight, Message, Profile
 from memory.models.archive import USER_MID_RE
 from previously.agent.lifecycle import archive_line
 from previously.agent.lifecycle import new_conversation as start_new_conversation
-from previously.chat.turn import reply_in_background
+from previously.chat.turn import mark_alternatives, reply_in_background
 from previously.llm import get_provider
 from previously.pages.current_profile import current_profile
 
@@ -29,6 +29,7 @@ def archive_page(profile: Profile, *, before: str | None = None) -> tuple[list[M
     more = len(rows) > PAGE_SIZE
     page = rows[:PAGE_SIZE][::-1]
     _mark_retryable(page)
+    mark_alternatives(page)
     return page, (page[0].mid if more and page else None)
 
 
@@ -160,3 +161,40 @@ def proactive_switch(request):
     if request.htmx:
         return render(request, "chat/chat.html#proactive_toggle", {"profile": profile, "lang": profile.language})
     return redirect("home")
+
+
+class _Gone:
+    """Stands for a line, highlight or experience deleted since the reply (no text kept)."""
+
+    gone = True
+
+
+def _in_order(ids: list[int], found: dict) -> list:
+    return [found.get(pk, _Gone()) for pk in ids]
+
+
+@login_required
+def why(request, mid: str):
+    """U4: what the reply `mid`'s prompt held, from the ids and counts stored on it."""
+    profile = current_profile(request)
+    reply = get_object_or_404(
+        Message.objects.for_profile(profile), mid=mid, speaker=Message.Speaker.ASSISTANT, prompt_trace__isnull=False
+    )
+    trace = reply.prompt_trace
+    lines = Message.objects.for_profile(profile).filter(pk__in=trace.get("recalled", [])).select_related("slice")
+    context = {
+        "profile": profile,
+        "lang": profile.language,
+        "reply": reply,
+        "trace": trace,
+        "recalled": _in_order(trace.get("recalled", []), {m.pk: m for m in lines}),
+        "highlights": _in_order(trace.get("highlights", []), {
+            h.pk: h for h in Highlight.objects.filter(profile=profile, pk__in=trace.get("highlights", []))
+        }),
+        "experiences": _in_order(trace.get("experiences", []), {
+            e.pk: e for e in Experience.objects.filter(profile=profile, pk__in=trace.get("experiences", []))
+        }),
+    }
+    if request.htmx:
+        return render(request, "chat/chat.html#why", context)
+    return render(request, "chat/why.html", context)

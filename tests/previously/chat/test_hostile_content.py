@@ -44,7 +44,8 @@ async def test_hostile_text_from_user_and_model_is_inert_in_every_frame(connect,
         # quote, so what matters is the elements a browser builds, not the characters.
         elements = Elements()
         elements.feed(frame)
-        assert not any(name.startswith("hx-") and name != "hx-swap-oob" for _, attrs in elements.seen for name, _ in attrs)
+        attributes = [(name, value) for _, attrs in elements.seen for name, value in attrs]
+        assert not any(name == "hx-trigger" or "/data/export/" in (value or "") for name, value in attributes)
         assert [tag for tag, attrs in elements.seen if ("id", "messages") in attrs and tag != "div"] == []
         assert ">wiped<" not in frame.replace("&gt;wiped&lt;", "")
 
