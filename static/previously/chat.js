@@ -279,3 +279,74 @@
   if (document.readyState !== "loading") { addCopyButtons(document); }
   document.addEventListener("DOMContentLoaded", function () { addCopyButtons(document); });
 })();
+
+// --- Issue 17 point 5: the line menu (favourite whole or selected part, hide, delete for good
+// through the archive's confirmation). It is a <details>: pointer and keyboard open it natively;
+// a long press on a touch screen opens it too.
+(function () {
+  "use strict";
+
+  var press = null;
+
+  function menuOf(el) {
+    var article = el && el.closest ? el.closest("article.msg") : null;
+    return article ? article.querySelector("details.line-menu") : null;
+  }
+
+  document.addEventListener("touchstart", function (evt) {
+    var menu = menuOf(evt.target);
+    if (!menu || evt.target.closest("button, a, input, summary, textarea")) { return; }
+    press = setTimeout(function () {
+      menu.open = true;
+      var summary = menu.querySelector("summary");
+      if (summary) { summary.focus(); }
+      press = null;
+    }, 550);
+  }, { passive: true });
+
+  function cancelPress() { if (press) { clearTimeout(press); press = null; } }
+  document.addEventListener("touchend", cancelPress, { passive: true });
+  document.addEventListener("touchmove", cancelPress, { passive: true });
+  document.addEventListener("touchcancel", cancelPress, { passive: true });
+
+  // Favourite the selected part of a line (C2): the selection inside that line's text, if any,
+  // becomes the excerpt; otherwise the whole line is favourited.
+  var lastSelection = { mid: "", text: "" };
+  document.addEventListener("selectionchange", function () {
+    var sel = window.getSelection();
+    if (!sel || sel.isCollapsed || !sel.anchorNode) { return; }
+    var node = sel.anchorNode.nodeType === 1 ? sel.anchorNode : sel.anchorNode.parentElement;
+    var content = node && node.closest ? node.closest("article.msg .content") : null;
+    if (!content) { return; }
+    lastSelection = { mid: content.closest("article.msg").getAttribute("data-mid") || "", text: sel.toString() };
+  });
+
+  document.addEventListener("htmx:configRequest", function (evt) {
+    var form = evt.detail.elt;
+    if (!form || !form.classList || !form.classList.contains("fav-form")) { return; }
+    var article = form.closest("article.msg");
+    if (!article || evt.detail.parameters.excerpt) { return; }
+    if (lastSelection.mid === article.getAttribute("data-mid") && lastSelection.text.trim()) {
+      evt.detail.parameters.excerpt = lastSelection.text.trim();
+    }
+  });
+
+  function articleFor(mid) { return mid ? document.getElementById("msg-" + mid) : null; }
+
+  document.body.addEventListener("message-hidden", function (evt) {
+    var article = articleFor(evt.detail && evt.detail.mid);
+    if (article) { article.classList.add("hidden"); }
+  });
+  document.body.addEventListener("message-unhidden", function (evt) {
+    var article = articleFor(evt.detail && evt.detail.mid);
+    if (article) { article.classList.remove("hidden"); }
+  });
+  document.body.addEventListener("message-deleted", function (evt) {
+    var article = articleFor(evt.detail && evt.detail.mid);
+    if (article && evt.detail.status !== "refused") {
+      var content = article.querySelector(".content");
+      if (content) { content.textContent = ""; }
+      article.classList.add("deleted");
+    }
+  });
+})();
