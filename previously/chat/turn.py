@@ -118,14 +118,16 @@ def mark_alternatives(messages: list[Message]) -> None:
 
 
 def render_message(
-    message: Message, *, lang: str, oob: str = "true", notice: str = "", reply_to: str = "", error: str = ""
+    message: Message, *, lang: str, oob: str = "true", notice: str = "", reply_to: str = "", error: str = "",
+    profile: Profile | None = None,
 ) -> str:
+    """One line as the page shows it; with `profile`, its menu of curation actions (point 5)."""
     can_retry = message.status == Message.Status.FAILED and bool(reply_to)
     if not hasattr(message, "alt_total"):
         message.alt_total = 0
     return render(
         "message", message=message, lang=lang, oob=oob, notice=notice, reply_to=reply_to,
-        can_retry=can_retry, error=error,
+        can_retry=can_retry, error=error, profile=profile,
     )
 
 
@@ -327,11 +329,11 @@ async def handle_send(profile: Profile, data: dict, send: Send, *, stop: asyncio
         await send(notice(gettext_lazy("Your message could not be saved. Nothing was sent; try again."), lang=lang))
         return
     user_message = archived.message
-    await send(render_message(user_message, lang=lang))
+    await send(render_message(user_message, profile=profile, lang=lang))
     if not archived.created:
         existing = await _reply_after(user_message)
         if existing is not None:  # a resend after a reconnect: show what is stored, write nothing
-            await send(render_message(existing, lang=lang, reply_to=user_message.mid))
+            await send(render_message(existing, profile=profile, lang=lang, reply_to=user_message.mid))
             return
     await reply_to(profile, user_message, send, local_time=frame.local_time, stop=stop)
 
@@ -352,7 +354,7 @@ async def handle_resync(profile: Profile, data: dict, send: Send) -> None:
     after = str(data.get("after") or "")
     lines = await _lines_after(profile, after) if after else []
     for message in lines:
-        await send(render_message(message, lang=profile.language))
+        await send(render_message(message, profile=profile, lang=profile.language))
 
 
 async def handle_reply(profile: Profile, data: dict, send: Send, *, stop: asyncio.Event | None = None) -> None:
@@ -362,10 +364,10 @@ async def handle_reply(profile: Profile, data: dict, send: Send, *, stop: asynci
         await send(notice(gettext_lazy("That message is no longer in the archive."), lang=profile.language))
         return
     lang = profile.language
-    await send(render_message(user_message, lang=lang))
+    await send(render_message(user_message, profile=profile, lang=lang))
     existing = await _reply_after(user_message)
     if existing is not None:  # a resend: show what is stored, write nothing
-        await send(render_message(existing, lang=lang, reply_to=user_message.mid))
+        await send(render_message(existing, profile=profile, lang=lang, reply_to=user_message.mid))
         return
     await reply_to(profile, user_message, send, local_time=data.get("local_time") or None, stop=stop)
 
@@ -488,7 +490,7 @@ async def handle_choose(profile: Profile, data: dict, send: Send) -> None:
     except Refused as refused:
         await send(notice(refused.args[0], lang=profile.language))
         return
-    await send(render_message(target, lang=profile.language, oob=f"outerHTML:#msg-{shown}"))
+    await send(render_message(target, profile=profile, lang=profile.language, oob=f"outerHTML:#msg-{shown}"))
 
 
 @db_call
@@ -532,7 +534,7 @@ async def handle_edit(profile: Profile, data: dict, send: Send, *, stop: asyncio
         ), lang=lang))
         return
     await send("".join(render("gone", target=f"msg-{mid}") for mid in gone))
-    await send(render_message(archived.message, lang=lang))
+    await send(render_message(archived.message, profile=profile, lang=lang))
     await reply_to(profile, archived.message, send, local_time=frame.local_time, stop=stop)
 
 
@@ -592,6 +594,6 @@ async def reply_to(
         log.warning("reply to %s failed: %s", umid, error)
     if reply.pk:
         await db_call(mark_alternatives)([reply])
-    await send(render_message(reply, lang=lang, oob=f"outerHTML:#reply-{umid}", notice=note, reply_to=umid, error=error))
+    await send(render_message(reply, profile=profile, lang=lang, oob=f"outerHTML:#reply-{umid}", notice=note, reply_to=umid, error=error))
     if not error and not stopped and not provider.offline:
         await _after_reply(prepared.profile, prepared.slice, user_message.content, content)

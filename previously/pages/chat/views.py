@@ -69,7 +69,7 @@ def older(request):
     if not request.htmx:
         return redirect(f"{reverse('home')}?before={before or ''}")
     page, older_than = archive_page(profile, before=before)
-    context = {"page": page, "older_than": older_than, "lang": profile.language}
+    context = {"page": page, "older_than": older_than, "lang": profile.language, "profile": profile}
     return render(request, "chat/chat.html#messages", context)
 
 
