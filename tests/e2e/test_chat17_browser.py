@@ -251,6 +251,45 @@ class Chat17Server(LiveChatServer):
                 browser.close()
 
 
+    # --- U3: the line menu ------------------------------------------------------------------
+
+    def journey_line_menu(self):
+        from playwright.sync_api import expect, sync_playwright
+
+        for lang in LANGS:
+            profile = self.account(f"menu{lang}", lang)
+            self.llm.script(Turn(chunks=["Mochi sleeps all day 😴"]), Turn(chunks=["{}"]))
+            with sync_playwright() as p:
+                browser, _, page = self.open_chat(p, f"menu{lang}", lang)
+                self.say(page, "my cat Mochi 我的猫")
+                expect(page.locator(".msg.assistant:not(.streaming) .content")).to_have_text("Mochi sleeps all day 😴", timeout=10_000)
+                reply = page.locator(".msg.assistant").last
+                # Keyboard: focus the menu's summary, open it with Enter.
+                reply.locator("details.line-menu > summary").focus()
+                page.keyboard.press("Enter")
+                expect(reply.locator("details.line-menu")).to_have_attribute("open", "")
+                # Select a part of the line, then favourite: the selection is the excerpt.
+                page.evaluate("""() => { const el = [...document.querySelectorAll('.msg.assistant .content p')].pop();
+                    const text = el.firstChild; const r = document.createRange(); r.setStart(text, 0); r.setEnd(text, 5);
+                    const s = getSelection(); s.removeAllRanges(); s.addRange(r); }""")
+                page.wait_for_timeout(100)
+                reply.locator(".fav-form button[type=submit]").click()
+                page.wait_for_timeout(600)
+                self.shot(page, "5-menu", lang)
+                # Long-press on touch opens the menu of the user's line; hide it from there.
+                user_line = page.locator(".msg.user").last
+                user_line.locator(".bubble").dispatch_event("touchstart", {"touches": [], "changedTouches": []})
+                page.wait_for_timeout(800)
+                expect(user_line.locator("details.line-menu")).to_have_attribute("open", "")
+                user_line.locator("form[action$='/hide/'] button").click()
+                expect(user_line).to_have_class("msg user hidden", timeout=5_000)
+                self.shot(page, "5-hidden", lang)
+                assert page.csp_errors == []
+                browser.close()
+            fav = profile.favourites.get()
+            assert fav.highlight.content == "Mochi"
+            assert Message.objects.get(profile=profile, speaker="user").deleted_at is not None
+
 @pytest.mark.browser
 @pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
 class MarkdownRepliesInTheBrowser(Chat17Server):
@@ -291,6 +330,13 @@ class WhyThisReplyInTheBrowser(Chat17Server):
 class BusyCompanionInTheBrowser(Chat17Server):
     def test_a_second_tab_is_told_the_companion_is_busy(self):
         self.journey_guardrails()
+
+
+@pytest.mark.browser
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+class LineMenuInTheBrowser(Chat17Server):
+    def test_copy_favourite_a_part_and_hide_from_the_line_menu(self):
+        self.journey_line_menu()
 
 
 @pytest.mark.browser
