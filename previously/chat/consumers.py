@@ -157,6 +157,16 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     async def _run_turn(self, handler, data: dict) -> None:
         stop = guard.Running.start(self.profile.pk)
+        released = False
+
+        async def release() -> None:
+            nonlocal released
+            if not released:
+                released = True
+                guard.Running.finish(self.profile.pk, stop)
+                await release_turn(self.profile)
+
+        guard.set_on_archived(release)  # this task's context only
         try:
             async with self.turn_lock:
                 await handler(self.profile, data, self.send_html, stop=stop)
@@ -167,8 +177,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 lang=self.profile.language,
             ))
         finally:
-            guard.Running.finish(self.profile.pk, stop)
-            await release_turn(self.profile)
+            await release()
 
     async def send_html(self, html: str) -> None:
         try:

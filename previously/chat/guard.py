@@ -13,6 +13,8 @@
 import asyncio
 import time
 from collections import deque
+from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -95,3 +97,20 @@ class Running:
             return False
         event.set()
         return True
+
+
+# The turn's early release (set by the consumer for the task running the turn): called by the
+# turn once its reply is archived, before the final frame is sent, so the person's next line is
+# never refused while the after-reply work (the turn analyzer's model call, K10) still runs.
+_on_archived: ContextVar[Callable[[], Awaitable[None]] | None] = ContextVar("turn_on_archived", default=None)
+
+
+def set_on_archived(callback: Callable[[], Awaitable[None]]):
+    return _on_archived.set(callback)
+
+
+async def reply_archived() -> None:
+    callback = _on_archived.get()
+    if callback is not None:
+        _on_archived.set(None)
+        await callback()

@@ -32,7 +32,7 @@ from memory.recall.budget import approx_tokens
 from memory.recall.context import Recalled
 from previously.agent.briefing import arrival_briefing
 from previously.agent.lifecycle import after_reply, archive_line
-from previously.chat import markers, prompt
+from previously.chat import guard, markers, prompt
 from previously.chat.db import db_call
 from previously.i18n import for_profile
 from previously.llm import ProviderError, get_provider
@@ -594,6 +594,7 @@ async def reply_to(
         log.warning("reply to %s failed: %s", umid, error)
     if reply.pk:
         await db_call(mark_alternatives)([reply])
+    await guard.reply_archived()  # S3: the profile may start its next turn now
     await send(render_message(reply, profile=profile, lang=lang, oob=f"outerHTML:#reply-{umid}", notice=note, reply_to=umid, error=error))
     if not error and not stopped and not provider.offline:
         await _after_reply(prepared.profile, prepared.slice, user_message.content, content)

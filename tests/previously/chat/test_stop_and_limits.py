@@ -142,3 +142,15 @@ async def test_the_notices_speak_the_profile_language(connect, user, llm_server,
     await chat.send("x" * 2000, mid=new_mid(1))
     frame = await chat.ws.receive_from(timeout=5)
     assert "2" in frame and "1024" in frame and "Frame refused" not in frame
+
+
+async def test_the_turn_is_free_when_the_reply_is_shown_not_after_the_housekeeping(connect, user, profile, llm_server, llm_provider):
+    """The lease goes before the final frame: a line sent the moment the reply shows (from any
+    tab) is answered, even while the after-reply work (K10) still runs."""
+    llm_server.script(Turn(chunks=["one"]), Turn(chunks=["two"]))
+    chat = await connect(user)
+    await chat.say("first", mid=new_mid(1))
+    assert await lease(profile) is None
+    other = await connect(user)
+    frames = await other.say("second at once", mid=new_mid(2))
+    assert "two" in frames[-1] and not any("still answering" in f for f in frames)
