@@ -9,6 +9,7 @@ previously/tunables.py; the system check in previously/apps.py names a bad value
 
 import os
 import secrets
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -74,6 +75,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "channels",
     "django_htmx",
+    "axes",
     "memory",
     "previously",
 ]
@@ -90,7 +92,24 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # S3: login throttling; last, as django-axes asks.
+    "axes.middleware.AxesMiddleware",
 ]
+
+# S3: login attempts throttled per account and address together (django-axes): after
+# PREVIOUSLY_LOGIN_FAILURES failures of one username from one address, that pair is locked out
+# for PREVIOUSLY_LOGIN_LOCKOUT_MINUTES, explained on registration/locked_out.html (status 429).
+# Keyed on the pair, a stranger cannot lock the person out from elsewhere.
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = _TUNABLES["PREVIOUSLY_LOGIN_FAILURES"]
+AXES_COOLOFF_TIME = timedelta(minutes=_TUNABLES["PREVIOUSLY_LOGIN_LOCKOUT_MINUTES"])
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_VERBOSE = False
 
 ROOT_URLCONF = "previously.urls"
 ASGI_APPLICATION = "previously.asgi.application"

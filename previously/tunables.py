@@ -147,6 +147,15 @@ TUNABLES: dict[str, Tunable] = {
     # Threads per process for the chat's database calls on PostgreSQL (previously/chat/db.py).
     "PREVIOUSLY_DB_THREADS": Tunable(4, minimum=1),
     "PREVIOUSLY_LOG_LEVEL": Tunable("INFO", choices=LOG_LEVELS),
+    # Chat socket guardrails (S3): the largest frame in bytes, and frames per socket in a
+    # sliding window of PREVIOUSLY_WS_RATE_SECONDS; more gets a notice and is dropped.
+    "PREVIOUSLY_WS_MAX_FRAME_BYTES": Tunable(64 * 1024, minimum=1024),
+    "PREVIOUSLY_WS_RATE_FRAMES": Tunable(20, minimum=1),
+    "PREVIOUSLY_WS_RATE_SECONDS": Tunable(10, minimum=1),
+    # Login throttling (S3, django-axes): failures per account and address before a lock-out
+    # of PREVIOUSLY_LOGIN_LOCKOUT_MINUTES.
+    "PREVIOUSLY_LOGIN_FAILURES": Tunable(5, minimum=1),
+    "PREVIOUSLY_LOGIN_LOCKOUT_MINUTES": Tunable(15, minimum=1),
 }
 
 

@@ -23,6 +23,7 @@ class Turn:
     content: str | None = None
     tool_calls: list[tuple[str, object]] = field(default_factory=list)
     delay: float = 0.0
+    chunk_delay: float = 0.0  # seconds before each streamed chunk (a slow model, for stop tests)
     die_after: int | None = None
     status: int = 200
 
@@ -33,6 +34,7 @@ class FakeLLMServer:
         # What GET /models lists; None answers 404, as endpoints that list no models do.
         self.models = None if models is None else list(models)
         self.requests: list[dict] = []
+        self.closed_streams = 0  # streams the client hung up on before the end
         self.default = default or Turn(chunks=["Hello", " there", "!"])
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._httpd.daemon_threads = True
@@ -146,9 +148,15 @@ class FakeLLMServer:
                         self.connection.shutdown(2)  # the model server dies mid-stream
                         self.close_connection = True
                         return
+                    if turn.chunk_delay:
+                        time.sleep(turn.chunk_delay)
                     event = dict(base, choices=[{"index": 0, "delta": {"content": text}, "finish_reason": None}])
-                    self.wfile.write(f"data: {json.dumps(event, ensure_ascii=False)}\n\n".encode())
-                    self.wfile.flush()
+                    try:
+                        self.wfile.write(f"data: {json.dumps(event, ensure_ascii=False)}\n\n".encode())
+                        self.wfile.flush()
+                    except OSError:  # the client closed the stream (a stopped reply)
+                        server.closed_streams += 1
+                        return
                 end = dict(base, choices=[{"index": 0, "delta": {}, "finish_reason": "stop"}])
                 self.wfile.write(f"data: {json.dumps(end)}\n\ndata: [DONE]\n\n".encode())
                 self.wfile.flush()

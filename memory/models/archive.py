@@ -100,6 +100,9 @@ class Profile(models.Model):
     # The person's IANA time zone as the browser last sent it (R7); every page shows times in it.
     tz = models.CharField(max_length=64, blank=True, verbose_name=_("time zone"))
     created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))
+    # S3: one turn in flight per profile, across tabs and server processes: a lease taken with
+    # one conditional UPDATE (previously/chat/guard.py), released when the turn ends.
+    turn_until = models.DateTimeField(null=True, blank=True, editable=False, verbose_name=_("turn lease until"))
 
     objects = ProfileManager()
 
@@ -349,6 +352,7 @@ class MessageType(models.TextChoices):
 class MessageStatus(models.TextChoices):
     COMPLETE = "complete", _("complete")
     FAILED = "failed", _("failed (partial reply)")
+    STOPPED = "stopped", _("stopped by the person (partial reply)")
 
 
 class Message(models.Model):
@@ -386,6 +390,14 @@ class Message(models.Model):
     content_hash = models.CharField(max_length=8, blank=True, verbose_name=_("content hash"))
     # Legacy value fields with no column of their own (e.g. conversation_id), kept for export.
     legacy_extra = models.JSONField(default=dict, blank=True, verbose_name=_("legacy extra"))
+    # U2: a reply's user line; the replies of one line are the alternatives of that turn (the
+    # chosen one live, the others hidden: recall, prompts and the card see only the chosen one).
+    reply_of = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="replies", verbose_name=_("reply of")
+    )
+    # U4 "why this reply": what the reply's prompt held, as ids and token counts, never text
+    # (previously/chat/turn.py `trace`); deleting a recalled line leaves no copy here.
+    prompt_trace = models.JSONField(null=True, blank=True, verbose_name=_("prompt trace"))
 
     objects = MessageManager()
 

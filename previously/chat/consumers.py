@@ -3,7 +3,7 @@
 Each socket joins its profile's group (`previously.push.profile_group`). Background work
 (card evolution, proactive lines, …) pushes to the page with `previously.push.push(profile,
 html)` — a ``{"type": "page.event", "html": "<…hx-swap-oob…>"}`` message; the html is sent as
-is and htmx swaps it out-of-band. That is the only event type handled.
+is and htmx swaps it out-of-band. `turn.stop` asks the process holding the profile's turn to stop it.
 """
 
 import asyncio
@@ -19,13 +19,19 @@ from django.utils.translation import gettext_lazy
 
 from memory.models import Profile
 from memory.models.archive import OBJECT_ID_RE
-from previously.chat import turn
+from previously.chat import guard, turn
 from previously.chat.db import db_call
 from previously.chat.proactive import should_welcome_back, welcome_back_task
 from previously.push import profile_group
 
 log = logging.getLogger(__name__)
 TURN_DRAIN_SECONDS = 120
+TURN_ACTIONS = {
+    "send": turn.handle_send, "retry": turn.handle_retry, "reply": turn.handle_reply,
+    "regenerate": turn.handle_regenerate, "edit": turn.handle_edit,
+}
+take_turn = db_call(guard.take_turn)
+release_turn = db_call(guard.release_turn)
 
 
 @db_call
@@ -87,11 +93,12 @@ def _session_alive(scope) -> bool:
 
 
 class ChatConsumer(AsyncWebsocketConsumer):
-    """Turns run as tasks, one at a time per socket, so page events (card evolution progress,
+    """Turns run as tasks, one at a time per profile (S3), so page events (card evolution progress,
     K11) reach the page while a reply is still streaming."""
 
     async def connect(self):
         self.turn_lock = asyncio.Lock()
+        self.limiter = guard.FrameLimiter()
         self.turns: set[asyncio.Task] = set()
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
@@ -114,6 +121,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.channel_layer.group_discard(self.group, self.channel_name)
 
     async def receive(self, text_data=None, bytes_data=None):
+        if not await self._within_limits(text_data, bytes_data):
+            return
         try:
             data = json.loads(text_data or "")
         except (ValueError, RecursionError):
@@ -126,31 +135,100 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.close(code=4401)
             return
         action = data.get("action") or "send"
-        handler = {
-            "send": turn.handle_send,
-            "retry": turn.handle_retry,
-            "resync": turn.handle_resync,
-            "reply": turn.handle_reply,
-        }.get(action)
+        if action == "stop":
+            await self._stop_turn()
+            return
+        if action in ("resync", "choose"):
+            self._start(self._run_quick(action, data))
+            return
+        handler = TURN_ACTIONS.get(action)
         if handler is None:
             await self.send_html(turn.notice(
                 format_lazy(gettext_lazy("Unknown action: {action}"), action=action), lang=self.profile.language
             ))
             return
-        task = asyncio.create_task(self._run_turn(handler, data))
+        if not await take_turn(self.profile):
+            await self._refuse_busy(action, data)
+            return
+        self._start(self._run_turn(handler, data))
+
+    # --- guardrails (S3): frame size and rate; one turn per profile ------------------------------
+
+    async def _within_limits(self, text_data, bytes_data) -> bool:
+        """Refuse (drop, with a notice) a frame over the size limit or over the rate."""
+        size = self.limiter.too_large(text_data, bytes_data)
+        if size:
+            await self.send_html(turn.notice(format_lazy(
+                gettext_lazy("Frame refused: {size} bytes, the limit is {limit}. Nothing was sent."),
+                size=size, limit=self.limiter.max_bytes,
+            ), lang=self.profile.language))
+            return False
+        if self.limiter.too_fast():
+            if self.limiter.should_notice():
+                await self.send_html(turn.notice(format_lazy(
+                    gettext_lazy("Too many frames: at most {frames} in {seconds} seconds. Frames over the limit were dropped; wait a moment."),
+                    frames=self.limiter.rate_frames, seconds=self.limiter.rate_seconds,
+                ), lang=self.profile.language))
+            return False
+        return True
+
+    async def _refuse_busy(self, action: str, data: dict) -> None:
+        """Another turn of this profile is in flight (this tab or another): nothing is archived;
+        a sent line goes back into the composer."""
+        html = turn.notice(
+            gettext_lazy("Your companion is still answering (here or in another tab). Stop that reply or wait, then send again."),
+            lang=self.profile.language,
+        )
+        if action == "send":
+            html = turn.render("busy", mid=str(data.get("mid") or ""), text=str(data.get("text") or "")[: turn.MAX_TEXT],
+                               lang=self.profile.language) + html
+        await self.send_html(html)
+
+    async def _stop_turn(self) -> None:
+        """U2: stop the profile's reply in flight, in this process or (through the group) another."""
+        if not guard.Running.stop(self.profile.pk):
+            await self.channel_layer.group_send(self.group, {"type": "turn.stop"})
+
+    async def turn_stop(self, event):
+        guard.Running.stop(self.profile.pk)
+
+    def _start(self, coroutine) -> None:
+        task = asyncio.create_task(coroutine)
         self.turns.add(task)
         task.add_done_callback(self.turns.discard)
 
-    async def _run_turn(self, handler, data: dict) -> None:
+    async def _run_quick(self, action: str, data: dict) -> None:
+        """A resync or the choice of an alternative (U2): no model call, no turn lease."""
+        handler = turn.handle_resync if action == "resync" else turn.handle_choose
         async with self.turn_lock:
             try:
                 await handler(self.profile, data, self.send_html)
             except Exception:
-                log.exception("turn failed for profile %s", self.profile.pk)
-                await self.send_html(turn.notice(
-                    gettext_lazy("Something went wrong with that message; it is saved if it was shown."),
-                    lang=self.profile.language,
-                ))
+                log.exception("%s failed for profile %s", action, self.profile.pk)
+
+    async def _run_turn(self, handler, data: dict) -> None:
+        stop = guard.Running.start(self.profile.pk)
+        released = False
+
+        async def release() -> None:
+            nonlocal released
+            if not released:
+                released = True
+                guard.Running.finish(self.profile.pk, stop)
+                await release_turn(self.profile)
+
+        guard.set_on_archived(release)  # this task's context only
+        try:
+            async with self.turn_lock:
+                await handler(self.profile, data, self.send_html, stop=stop)
+        except Exception:
+            log.exception("turn failed for profile %s", self.profile.pk)
+            await self.send_html(turn.notice(
+                gettext_lazy("Something went wrong with that message; it is saved if it was shown."),
+                lang=self.profile.language,
+            ))
+        finally:
+            await release()
 
     async def send_html(self, html: str) -> None:
         try:

@@ -163,20 +163,15 @@ def system_prompt(
         tz=clock.tz_name,
         period=period_label(clock.period, lang),
     )
-    fragments = sorted(recalled.fragments, key=lambda m: (m.created_at, m.pk))
-    disputed = {e.pk for pair in conflicts for e in pair}
+    memory = memory_sections(profile, recalled, conflicts=conflicts)
     sections = [
         stable_prefix(profile=profile, slice_=slice_, card_text=card_text),
         now,
-        _section(w.fragments, [f"- [{when(m, w, lang)}] {speaker(m, w)}:\n{quote(m.content)}" for m in fragments], w),
-        _section(w.highlights, [f"- ({ref(h.mid)})\n{quote(h.content)}" for h in recalled.highlights], w),
-        _section(w.active, [f"- {quote(e.title + ': ' + e.content)}" for e in recalled.active if e.pk not in disputed], w),
-        _section(
-            w.candidates,
-            [f"- {quote(e.title + ': ' + e.content)}" for e in recalled.candidates if e.pk not in disputed],
-            w,
-        ),
-        *([_section(w.disputed, [_pair(a, b) for a, b in conflicts], w)] if conflicts else []),
+        memory["recalled"],
+        memory["highlights"],
+        memory["active"],
+        memory["candidates"],
+        *([memory["disputed"]] if conflicts else []),
         w.awareness,
         w.guidance,
         # K14: on a slice's first turn, greet by the card's name and ask about overdue items.
@@ -188,6 +183,25 @@ def system_prompt(
 
 def _pair(a, b) -> str:
     return f"- {quote(a.title + ': ' + a.content)}\n  ≠ {quote(b.title + ': ' + b.content)}"
+
+
+def memory_sections(profile: Profile, recalled: Recalled, conflicts: Sequence[tuple] = ()) -> dict[str, str]:
+    """The recalled memory's sections of the system prompt, as sent (SPEC R5); their token
+    counts are what "why this reply" shows (U4). Experiences in a `conflicts` pair leave the
+    confirmed/candidate lists for the "disputed" section."""
+    w = words_for(profile)
+    lang = profile.language
+    fragments = sorted(recalled.fragments, key=lambda m: (m.created_at, m.pk))
+    disputed = {e.pk for pair in conflicts for e in pair}
+    return {
+        "recalled": _section(w.fragments, [f"- [{when(m, w, lang)}] {speaker(m, w)}:\n{quote(m.content)}" for m in fragments], w),
+        "highlights": _section(w.highlights, [f"- ({ref(h.mid)})\n{quote(h.content)}" for h in recalled.highlights], w),
+        "active": _section(w.active, [f"- {quote(e.title + ': ' + e.content)}" for e in recalled.active if e.pk not in disputed], w),
+        "candidates": _section(
+            w.candidates, [f"- {quote(e.title + ': ' + e.content)}" for e in recalled.candidates if e.pk not in disputed], w,
+        ),
+        "disputed": _section(w.disputed, [_pair(a, b) for a, b in conflicts], w) if conflicts else "",
+    }
 
 
 def _section(title: str, lines: Sequence[str], w: Words) -> str:

@@ -6,9 +6,10 @@ Database work runs in the small sync helpers below, through `db_call` (previousl
 """
 
 import asyncio
+import contextlib
 import logging
 import secrets
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -23,13 +24,15 @@ from memory.archive import MidConflict, MidTombstoned, archive_message
 from memory.card.store import injected_card_for, refresh_injected_card
 from memory.clock import LocalClock, local_clock
 from memory.curation import HighlightRefused, add_highlight, contradictions
-from memory.models import Highlight, Message, Profile, Slice
+from memory.deletion import hide_message, unhide_message
+from memory.models import Card, Highlight, Message, Profile, Slice
 from memory.models.archive import USER_MID_RE
 from memory.recall import recall
+from memory.recall.budget import approx_tokens
 from memory.recall.context import Recalled
 from previously.agent.briefing import arrival_briefing
 from previously.agent.lifecycle import after_reply, archive_line
-from previously.chat import markers, prompt
+from previously.chat import guard, markers, prompt
 from previously.chat.db import db_call
 from previously.i18n import for_profile
 from previously.llm import ProviderError, get_provider
@@ -77,6 +80,7 @@ class Prepared:
     clock: LocalClock
     recalled: Recalled
     messages: list[dict]  # the provider request
+    trace: dict  # U4: what the request holds, as ids and token counts (never text)
 
 
 def assistant_mid() -> str:
@@ -90,13 +94,42 @@ def render(partial: str, **context) -> str:
     return render_to_string(f"chat/chat.html#{partial}", context)
 
 
+def mark_alternatives(messages: list[Message]) -> None:
+    """U2: each reply learns its place among the replies of its user line ("2 / 3") and the
+    mids of its neighbours, in one query (sync)."""
+    lines = [m for m in messages if m.speaker == Message.Speaker.ASSISTANT and m.reply_of_id]
+    for m in messages:
+        m.alt_index = m.alt_total = 0
+        m.alt_prev = m.alt_next = ""
+    if not lines:
+        return
+    groups: dict[int, list[str]] = {}
+    rows = (
+        Message.objects.filter(reply_of_id__in={m.reply_of_id for m in lines}, speaker=Message.Speaker.ASSISTANT)
+        .order_by("created_at", "id").values_list("reply_of_id", "mid")
+    )
+    for reply_of, mid in rows:
+        groups.setdefault(reply_of, []).append(mid)
+    for m in lines:
+        mids = groups.get(m.reply_of_id, [])
+        if len(mids) > 1 and m.mid in mids:
+            i = mids.index(m.mid)
+            m.alt_index, m.alt_total = i + 1, len(mids)
+            m.alt_prev = mids[i - 1] if i > 0 else ""
+            m.alt_next = mids[i + 1] if i + 1 < len(mids) else ""
+
+
 def render_message(
-    message: Message, *, lang: str, oob: str = "true", notice: str = "", reply_to: str = "", error: str = ""
+    message: Message, *, lang: str, oob: str = "true", notice: str = "", reply_to: str = "", error: str = "",
+    profile: Profile | None = None,
 ) -> str:
+    """One line as the page shows it; with `profile`, its menu of curation actions (point 5)."""
     can_retry = message.status == Message.Status.FAILED and bool(reply_to)
+    if not hasattr(message, "alt_total"):
+        message.alt_total = 0
     return render(
         "message", message=message, lang=lang, oob=oob, notice=notice, reply_to=reply_to,
-        can_retry=can_retry, error=error,
+        can_retry=can_retry, error=error, profile=profile,
     )
 
 
@@ -173,6 +206,7 @@ def prepare(
         now=clock.local,
         exclude_ids=[user_message.pk, *(m.pk for m in recent)],
     )
+    conflicts = contradictions([*recalled.active, *recalled.candidates])
     messages = prompt.chat_messages(
         profile=profile,
         slice_=slice_,
@@ -185,21 +219,61 @@ def prepare(
         recent=recent,
         user_text=user_message.content,
         user_content=prompt.user_turn_content(user_message, images=images),
-        conflicts=contradictions([*recalled.active, *recalled.candidates]),
+        conflicts=conflicts,
     )
-    return Prepared(profile=profile, slice=slice_, clock=clock, recalled=recalled, messages=messages)
+    trace = prompt_trace(
+        profile, recalled, messages, card_text=slice_.injected_card or "", recent=recent, conflicts=conflicts
+    )
+    return Prepared(profile=profile, slice=slice_, clock=clock, recalled=recalled, messages=messages, trace=trace)
+
+
+def prompt_trace(
+    profile: Profile, recalled: Recalled, messages: list[dict], *, card_text: str, recent: list[Message],
+    conflicts: Sequence[tuple] = (),
+) -> dict:
+    """U4 "why this reply": the ids of what the prompt quoted and the approximate tokens of each
+    part (memory/recall/budget.py's count), the card's version; no text is kept."""
+    sections = prompt.memory_sections(profile, recalled, conflicts=conflicts)
+
+    def tokens(content) -> int:
+        if isinstance(content, list):  # an image turn: its text part (the image is not counted)
+            return sum(approx_tokens(part.get("text", "")) for part in content if part.get("type") == "text")
+        return approx_tokens(content or "")
+
+    counts = {
+        "card": approx_tokens(card_text),
+        "recalled": approx_tokens(sections["recalled"]),
+        "highlights": approx_tokens(sections["highlights"]),
+        "experiences": sum(approx_tokens(sections[part]) for part in ("active", "candidates", "disputed")),
+        "system": tokens(messages[0]["content"]),
+        "recent": sum(tokens(m["content"]) for m in messages[1:-1]),
+        "user": tokens(messages[-1]["content"]),
+    }
+    counts["total"] = counts["system"] + counts["recent"] + counts["user"]
+    return {
+        "recalled": [m.pk for m in recalled.fragments],
+        "highlights": [h.pk for h in recalled.highlights],
+        "experiences": [e.pk for e in [*recalled.active, *recalled.candidates]],
+        "card_version": Card.objects.filter(profile=profile).values_list("version", flat=True).first(),
+        "recent": len(recent),
+        "tokens": counts,
+    }
 
 
 def store_reply(
     profile: Profile, user_message: Message, *, mid: str, raw: str, content: str, favs: list[str],
-    status: str, message_type: str = Message.Type.TEXT,
+    status: str, message_type: str = Message.Type.TEXT, trace: dict | None = None,
 ) -> tuple[Message, list[Highlight]]:
-    """Archive the cleaned reply and act on its [[fav:]] markers (A5, C2)."""
+    """Archive the cleaned reply and act on its [[fav:]] markers (A5, C2); link it to its user
+    line (U2) with its prompt trace (U4)."""
     reply = archive_message(
         profile=profile, mid=mid, speaker=Message.Speaker.ASSISTANT, content=content,
         raw_content=raw if raw != content else "", status=status, message_type=message_type,
         tz=user_message.tz or None,
     ).message
+    if user_message.pk:
+        Message.objects.filter(pk=reply.pk).update(reply_of=user_message, prompt_trace=trace)
+        reply.reply_of_id, reply.prompt_trace = user_message.pk, trace
     highlights = []
     if favs:
         conversation = list(
@@ -244,7 +318,7 @@ def offline_reply(profile: Profile, user_message: Message, now: datetime) -> str
 
 # --- the turn (async) ------------------------------------------------------------------------
 
-async def handle_send(profile: Profile, data: dict, send: Send) -> None:
+async def handle_send(profile: Profile, data: dict, send: Send, *, stop: asyncio.Event | None = None) -> None:
     """A user message from the page: archive it (idempotent by mid), then reply."""
     lang = profile.language
     try:
@@ -270,13 +344,13 @@ async def handle_send(profile: Profile, data: dict, send: Send) -> None:
         await unsaved_turn(profile, frame, send)
         return
     user_message = archived.message
-    await send(render_message(user_message, lang=lang))
+    await send(render_message(user_message, profile=profile, lang=lang))
     if not archived.created:
         existing = await _reply_after(user_message)
         if existing is not None:  # a resend after a reconnect: show what is stored, write nothing
-            await send(render_message(existing, lang=lang, reply_to=user_message.mid))
+            await send(render_message(existing, profile=profile, lang=lang, reply_to=user_message.mid))
             return
-    await reply_to(profile, user_message, send, local_time=frame.local_time)
+    await reply_to(profile, user_message, send, local_time=frame.local_time, stop=stop)
 
 
 RESYNC_MAX = 200  # lines sent back on one (re)connect; the page's "load older" covers the rest
@@ -295,22 +369,22 @@ async def handle_resync(profile: Profile, data: dict, send: Send) -> None:
     after = str(data.get("after") or "")
     lines = await _lines_after(profile, after) if after else []
     for message in lines:
-        await send(render_message(message, lang=profile.language))
+        await send(render_message(message, profile=profile, lang=profile.language))
 
 
-async def handle_reply(profile: Profile, data: dict, send: Send) -> None:
+async def handle_reply(profile: Profile, data: dict, send: Send, *, stop: asyncio.Event | None = None) -> None:
     """A reply to a line already archived over HTTP (an image upload, A7): once per line."""
     user_message = await _user_message(profile, str(data.get("mid") or ""))
     if user_message is None:
         await send(notice(gettext_lazy("That message is no longer in the archive."), lang=profile.language))
         return
     lang = profile.language
-    await send(render_message(user_message, lang=lang))
+    await send(render_message(user_message, profile=profile, lang=lang))
     existing = await _reply_after(user_message)
     if existing is not None:  # a resend: show what is stored, write nothing
-        await send(render_message(existing, lang=lang, reply_to=user_message.mid))
+        await send(render_message(existing, profile=profile, lang=lang, reply_to=user_message.mid))
         return
-    await reply_to(profile, user_message, send, local_time=data.get("local_time") or None)
+    await reply_to(profile, user_message, send, local_time=data.get("local_time") or None, stop=stop)
 
 
 @task()
@@ -327,7 +401,7 @@ def reply_in_background(profile_id: int, mid: str) -> None:
     async_to_sync(handle_reply)(profile, {"mid": mid}, send)
 
 
-async def handle_retry(profile: Profile, data: dict, send: Send) -> None:
+async def handle_retry(profile: Profile, data: dict, send: Send, *, stop: asyncio.Event | None = None) -> None:
     """A new reply attempt for a user message whose reply failed (L3)."""
     user_message = await _user_message(profile, str(data.get("mid") or ""))
     if user_message is None:
@@ -335,13 +409,156 @@ async def handle_retry(profile: Profile, data: dict, send: Send) -> None:
         return
     if data.get("failed"):
         await send(render("gone", target=f"retry-{data['failed']}"))
-    await reply_to(profile, user_message, send)
+    await reply_to(profile, user_message, send, stop=stop)
+
+
+async def _stream(provider, messages: list[dict], cleaner: markers.StreamCleaner, send: Send, umid: str,
+                  stop: asyncio.Event) -> bool:
+    """Stream the model's reply into the page until it ends or `stop` is set (U2). A stop
+    cancels the pending read at once (the HTTP stream to the model is closed), so the model call
+    ends within the time of one loop turn, not at the next chunk. True when stopped."""
+    stream = provider.astream(messages)
+    stopping = asyncio.ensure_future(stop.wait())
+    try:
+        while True:
+            chunk = asyncio.ensure_future(anext(stream))
+            await asyncio.wait({chunk, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            if not chunk.done():
+                chunk.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await chunk
+                return True
+            try:
+                text = chunk.result()
+            except StopAsyncIteration:
+                return False
+            visible = cleaner.feed(text)
+            if visible:
+                await send(render("token", umid=umid, text=visible))
+    finally:
+        stopping.cancel()
+        with contextlib.suppress(Exception):
+            await stream.aclose()
+
+
+# --- regenerate, choose an alternative, edit and resend (U2) ------------------------------
+
+class Refused(ValueError):
+    """A regenerate/choose/edit the archive does not allow; the message says why."""
+
+
+def _latest_live(profile: Profile) -> Message | None:
+    return Message.objects.for_profile(profile).live().order_by("-created_at", "-id").select_related("slice").first()
+
+
+@db_call
+def _prepare_regenerate(profile: Profile, mid: str) -> tuple[Message, Message]:
+    """The last reply (hidden now: kept as an alternative) and the user line it answers."""
+    reply = _latest_live(profile)
+    if reply is None or reply.mid != mid or reply.speaker != Message.Speaker.ASSISTANT:
+        raise Refused(gettext_lazy("Only the last reply can be regenerated."))
+    user_line = reply.reply_of
+    if user_line is None or user_line.deleted_at is not None:
+        user_line = (
+            Message.objects.for_profile(profile).live().in_slice(reply.slice_id)
+            .filter(speaker=Message.Speaker.USER, created_at__lte=reply.created_at)
+            .order_by("-created_at", "-id").select_related("slice").first()
+        )
+    if user_line is None:
+        raise Refused(gettext_lazy("That reply answers no line of yours, so it cannot be regenerated."))
+    if reply.reply_of_id != user_line.pk:
+        Message.objects.filter(pk=reply.pk).update(reply_of=user_line)
+    hide_message(reply)
+    return reply, user_line
+
+
+async def handle_regenerate(profile: Profile, data: dict, send: Send, *, stop: asyncio.Event | None = None) -> None:
+    """A new reply to the last user line; the earlier reply stays as an alternative (hidden)."""
+    try:
+        reply, user_line = await _prepare_regenerate(profile, str(data.get("mid") or ""))
+    except Refused as refused:
+        await send(notice(refused.args[0], lang=profile.language))
+        return
+    await send(render("gone", target=f"msg-{reply.mid}"))
+    await reply_to(profile, user_line, send, stop=stop)
+
+
+@db_call
+def _choose(profile: Profile, shown: str, wanted: str) -> Message:
+    """Show the alternative `wanted` instead of `shown`: the chosen one is the live one."""
+    lines = {m.mid: m for m in Message.objects.for_profile(profile).filter(
+        mid__in=[shown, wanted], speaker=Message.Speaker.ASSISTANT, reply_of__isnull=False,
+    )}
+    current, target = lines.get(shown), lines.get(wanted)
+    if current is None or target is None or current.reply_of_id != target.reply_of_id or current.deleted_at is not None:
+        raise Refused(gettext_lazy("That alternative is not one of this reply's."))
+    hide_message(current)
+    unhide_message(target)
+    mark_alternatives([target])
+    return target
+
+
+async def handle_choose(profile: Profile, data: dict, send: Send) -> None:
+    shown = str(data.get("shown") or "")
+    try:
+        target = await _choose(profile, shown, str(data.get("mid") or ""))
+    except Refused as refused:
+        await send(notice(refused.args[0], lang=profile.language))
+        return
+    await send(render_message(target, profile=profile, lang=profile.language, oob=f"outerHTML:#msg-{shown}"))
+
+
+@db_call
+def _replace_user_line(profile: Profile, old_mid: str, frame: UserFrame):
+    """The edited text as a new line (new mid); the old line and its replies hidden, kept."""
+    latest_user = (
+        Message.objects.for_profile(profile).live().filter(speaker=Message.Speaker.USER)
+        .order_by("-created_at", "-id").first()
+    )
+    if latest_user is None or latest_user.mid != old_mid:
+        raise Refused(gettext_lazy("Only your last line can be edited."))
+    if latest_user.message_type != Message.Type.TEXT:
+        raise Refused(gettext_lazy("An image line cannot be edited; send a new one."))
+    archived = archive_line(
+        archive_message, profile=profile, mid=frame.mid, speaker=Message.Speaker.USER,
+        content=frame.text, tz=frame.tz, local_time=frame.local_time,
+    )
+    gone = [latest_user.mid]
+    hide_message(latest_user)
+    later = Message.objects.for_profile(profile).live().filter(
+        created_at__gte=latest_user.created_at, speaker=Message.Speaker.ASSISTANT,
+    ).exclude(pk=archived.message.pk)
+    for reply in later:
+        hide_message(reply)
+        gone.append(reply.mid)
+    return archived, gone
+
+
+async def handle_edit(profile: Profile, data: dict, send: Send, *, stop: asyncio.Event | None = None) -> None:
+    """U2: edit and resend the last user line: a new line, the old one kept hidden, a new reply."""
+    lang = profile.language
+    try:
+        frame = UserFrame.parse(data)
+        archived, gone = await _replace_user_line(profile, str(data.get("edits") or ""), frame)
+    except (BadFrame, Refused) as refused:
+        await send(render("gone", target=f"msg-{data.get('mid') or ''}") + notice(refused.args[0], lang=lang))
+        return
+    except MidConflict as exc:
+        await send(notice(format_lazy(
+            gettext_lazy("mid_conflict: {mid} is already stored with different text; nothing was changed."), mid=exc.mid
+        ), lang=lang))
+        return
+    await send("".join(render("gone", target=f"msg-{mid}") for mid in gone))
+    await send(render_message(archived.message, profile=profile, lang=lang))
+    await reply_to(profile, archived.message, send, local_time=frame.local_time, stop=stop)
 
 
 async def reply_to(
-    profile: Profile, user_message: Message, send: Send, *, local_time: str | None = None
+    profile: Profile, user_message: Message, send: Send, *, local_time: str | None = None,
+    stop: asyncio.Event | None = None,
 ) -> Message:
-    """Recall, prompt, stream the reply into the page, archive it, act on its markers."""
+    """Recall, prompt, stream the reply into the page, archive it, act on its markers.
+    A reply stopped by the person (U2) is archived as far as it went, status stopped."""
     lang = profile.language
     umid = user_message.mid
     provider = get_provider()
@@ -353,16 +570,14 @@ async def reply_to(
     await send(render("reply_start", umid=umid, lang=lang, offline=provider.offline))
     cleaner = markers.StreamCleaner()
     error = ""
+    stopped = False
     if provider.offline:
         text = await db_call(offline_reply)(prepared.profile, user_message, prepared.clock.local)
         cleaner.feed(text)
         await send(render("token", umid=umid, text=text))
     else:
         try:
-            async for chunk in provider.astream(prepared.messages):
-                visible = cleaner.feed(chunk)
-                if visible:
-                    await send(render("token", umid=umid, text=visible))
+            stopped = await _stream(provider, prepared.messages, cleaner, send, umid, stop or asyncio.Event())
         except ProviderError as exc:
             error = str(exc)
         except Exception as exc:  # anything else from the model path is a model failure too
@@ -372,9 +587,9 @@ async def reply_to(
         if rest and not error:
             await send(render("token", umid=umid, text=rest))
     content, favs = markers.clean(cleaner.raw)
-    if error:
-        favs = []  # a failed reply's markers are not acted on
-    status = Message.Status.FAILED if error else Message.Status.COMPLETE
+    if error or stopped:
+        favs = []  # a failed or stopped reply's markers are not acted on
+    status = Message.Status.FAILED if error else Message.Status.STOPPED if stopped else Message.Status.COMPLETE
     kind = Message.Type.SYSTEM if provider.offline else Message.Type.TEXT
     mid = assistant_mid()
     note = ""
@@ -384,12 +599,13 @@ async def reply_to(
             content=content, raw_content=cleaner.raw if cleaner.raw != content else "", status=status,
             message_type=kind, created_at=timezone.now(), tz=user_message.tz,
         )
+        await guard.reply_archived()  # S3: the profile may start its next turn now
         await send(render_message(reply, lang=lang, oob=f"outerHTML:#reply-{umid}", notice="pending", reply_to=umid, error=error))
         return reply
     try:
         reply, _ = await db_call(store_reply)(
             prepared.profile, user_message, mid=mid, raw=cleaner.raw, content=content, favs=favs,
-            status=status, message_type=kind,
+            status=status, message_type=kind, trace=prepared.trace,
         )
     except Exception:
         # A3: the reply is still delivered, with a visible notice.
@@ -401,8 +617,11 @@ async def reply_to(
         note = "unsaved"
     if error:
         log.warning("reply to %s failed: %s", umid, error)
-    await send(render_message(reply, lang=lang, oob=f"outerHTML:#reply-{umid}", notice=note, reply_to=umid, error=error))
-    if not error:
+    if reply.pk:
+        await db_call(mark_alternatives)([reply])
+    await guard.reply_archived()  # S3: the profile may start its next turn now
+    await send(render_message(reply, profile=profile, lang=lang, oob=f"outerHTML:#reply-{umid}", notice=note, reply_to=umid, error=error))
+    if not error and not stopped:
         # Offline too: a "remember…" request then records a run skipped for want of a model (K10, K11).
         await _after_reply(prepared.profile, prepared.slice, user_message.content, content)
     return reply

@@ -2,9 +2,12 @@
 
 from django import template
 from django.utils import timezone
+from django.utils.html import conditional_escape
+from django.utils.safestring import mark_safe
 
 from memory.clock import zone_named
 from previously import i18n
+from previously.chat.markdown import MAX_RENDER, render_markdown
 
 register = template.Library()
 
@@ -22,3 +25,11 @@ def interface_language(code: str) -> str:
     """A profile's language as a LANGUAGES code, for `{% language %}`: the chat's own lines
     speak the profile's language whatever the browser asks for."""
     return i18n.interface_language(code)
+
+
+@register.filter
+def markdown(text: str) -> str:
+    """U1: a finished reply's Markdown, rendered and sanitised (previously/chat/markdown.py)."""
+    if len(text or "") > MAX_RENDER:
+        return conditional_escape(text)
+    return mark_safe(render_markdown(text))  # noqa: S308 - nh3 output: only the allow-listed tags

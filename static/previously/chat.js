@@ -54,6 +54,13 @@
     if (!text) { evt.preventDefault(); return; }
     var mid = newMid();
     params.mid = mid;
+    if (form.dataset.edits) {
+      // U2: edit and resend — the edited text is a new line; the server hides the old one.
+      params.action = "edit";
+      params.edits = form.dataset.edits;
+      delete form.dataset.edits;
+      form.classList.remove("editing");
+    }
     params.local_time = localIso(new Date());
     params.tz = Intl.DateTimeFormat().resolvedOptions().timeZone || "";
     messages().appendChild(pendingLine(mid, text));
@@ -190,4 +197,176 @@
     if (input) { input.value = picked && article && picked.mid === article.dataset.mid ? picked.text : ""; }
     picked = null;
   }, true);
+})();
+
+// --- Issue 17: stop (U2), code-block copy buttons (U1), a refused line back in the composer (S3).
+(function () {
+  "use strict";
+
+  function chat() { return document.querySelector(".chat"); }
+
+  // Esc stops the reply that is streaming (the same frame as its Stop button).
+  document.addEventListener("keydown", function (evt) {
+    if (evt.key !== "Escape" || evt.isComposing) { return; }
+    var form = document.querySelector(".msg.streaming form.stop");
+    if (form) { evt.preventDefault(); form.requestSubmit(); }
+  });
+
+  function copyText(text) {
+    if (navigator.clipboard && window.isSecureContext) { return navigator.clipboard.writeText(text); }
+    // http on a LAN address: the old way, through a hidden textarea.
+    var area = document.createElement("textarea");
+    area.value = text;
+    area.setAttribute("readonly", "");
+    area.className = "visually-hidden";
+    document.body.appendChild(area);
+    area.select();
+    try { document.execCommand("copy"); } finally { area.remove(); }
+    return Promise.resolve();
+  }
+
+  // Every fenced code block of a rendered reply gets a copy button (labels from the page).
+  function addCopyButtons(root) {
+    var section = chat();
+    if (!section || !root || !root.querySelectorAll) { return; }
+    root.querySelectorAll(".content.md pre").forEach(function (pre) {
+      if (pre.parentElement.classList.contains("code-block")) { return; }
+      var wrap = document.createElement("div");
+      wrap.className = "code-block";
+      pre.parentNode.insertBefore(wrap, pre);
+      wrap.appendChild(pre);
+      var button = document.createElement("button");
+      button.type = "button";
+      button.className = "copy-code secondary";
+      button.textContent = section.dataset.copy || "Copy";
+      wrap.appendChild(button);
+    });
+  }
+
+  // Copy a whole line (U3); edit and resend the last line of the person (U2).
+  document.addEventListener("click", function (evt) {
+    var tool = evt.target.closest ? evt.target.closest(".copy-line, .edit-line") : null;
+    if (!tool) { return; }
+    var article = tool.closest("article.msg");
+    var content = article && article.querySelector(".content");
+    if (!content) { return; }
+    if (tool.classList.contains("copy-line")) {
+      copyText(content.innerText).then(function () {
+        var section = chat();
+        var label = tool.textContent;
+        tool.textContent = (section && section.dataset.copied) || "Copied";
+        setTimeout(function () { tool.textContent = label; }, 1500);
+      });
+      return;
+    }
+    var form = document.getElementById("composer");
+    var box = document.getElementById("composer-text");
+    form.dataset.edits = tool.dataset.mid;
+    form.classList.add("editing");
+    box.value = content.textContent;
+    box.focus();
+  });
+
+  document.addEventListener("click", function (evt) {
+    var button = evt.target.closest ? evt.target.closest(".copy-code") : null;
+    if (!button) { return; }
+    var pre = button.parentElement.querySelector("pre");
+    copyText(pre ? pre.textContent : "").then(function () {
+      var section = chat();
+      button.textContent = (section && section.dataset.copied) || "Copied";
+      button.classList.add("done");
+      setTimeout(function () {
+        button.textContent = (section && section.dataset.copy) || "Copy";
+        button.classList.remove("done");
+      }, 1500);
+    });
+  });
+
+  document.addEventListener("htmx:oobAfterSwap", function (evt) {
+    var target = evt.detail && evt.detail.target;
+    if (!target) { return; }
+    if (target.id === "composer-restore") {
+      var holder = target.querySelector("template[data-text]");
+      var composer = document.getElementById("composer-text");
+      if (holder && composer && !composer.value) { composer.value = holder.dataset.text; composer.focus(); }
+      target.textContent = "";
+      return;
+    }
+    addCopyButtons(target.parentNode || document);
+  });
+  document.addEventListener("htmx:wsAfterMessage", function () { addCopyButtons(document); });
+  document.addEventListener("htmx:afterSwap", function (evt) { addCopyButtons(evt.detail.target); });
+  if (document.readyState !== "loading") { addCopyButtons(document); }
+  document.addEventListener("DOMContentLoaded", function () { addCopyButtons(document); });
+})();
+
+// --- Issue 17 point 5: the line menu (favourite whole or selected part, hide, delete for good
+// through the archive's confirmation). It is a <details>: pointer and keyboard open it natively;
+// a long press on a touch screen opens it too.
+(function () {
+  "use strict";
+
+  var press = null;
+
+  function menuOf(el) {
+    var article = el && el.closest ? el.closest("article.msg") : null;
+    return article ? article.querySelector("details.line-menu") : null;
+  }
+
+  document.addEventListener("touchstart", function (evt) {
+    var menu = menuOf(evt.target);
+    if (!menu || evt.target.closest("button, a, input, summary, textarea")) { return; }
+    press = setTimeout(function () {
+      menu.open = true;
+      var summary = menu.querySelector("summary");
+      if (summary) { summary.focus(); }
+      press = null;
+    }, 550);
+  }, { passive: true });
+
+  function cancelPress() { if (press) { clearTimeout(press); press = null; } }
+  document.addEventListener("touchend", cancelPress, { passive: true });
+  document.addEventListener("touchmove", cancelPress, { passive: true });
+  document.addEventListener("touchcancel", cancelPress, { passive: true });
+
+  // Favourite the selected part of a line (C2): the selection inside that line's text, if any,
+  // becomes the excerpt; otherwise the whole line is favourited.
+  var lastSelection = { mid: "", text: "" };
+  document.addEventListener("selectionchange", function () {
+    var sel = window.getSelection();
+    if (!sel || sel.isCollapsed || !sel.anchorNode) { return; }
+    var node = sel.anchorNode.nodeType === 1 ? sel.anchorNode : sel.anchorNode.parentElement;
+    var content = node && node.closest ? node.closest("article.msg .content") : null;
+    if (!content) { return; }
+    lastSelection = { mid: content.closest("article.msg").getAttribute("data-mid") || "", text: sel.toString() };
+  });
+
+  document.addEventListener("htmx:configRequest", function (evt) {
+    var form = evt.detail.elt;
+    if (!form || !form.classList || !form.classList.contains("fav-form")) { return; }
+    var article = form.closest("article.msg");
+    if (!article || evt.detail.parameters.excerpt) { return; }
+    if (lastSelection.mid === article.getAttribute("data-mid") && lastSelection.text.trim()) {
+      evt.detail.parameters.excerpt = lastSelection.text.trim();
+    }
+  });
+
+  function articleFor(mid) { return mid ? document.getElementById("msg-" + mid) : null; }
+
+  document.body.addEventListener("message-hidden", function (evt) {
+    var article = articleFor(evt.detail && evt.detail.mid);
+    if (article) { article.classList.add("hidden"); }
+  });
+  document.body.addEventListener("message-unhidden", function (evt) {
+    var article = articleFor(evt.detail && evt.detail.mid);
+    if (article) { article.classList.remove("hidden"); }
+  });
+  document.body.addEventListener("message-deleted", function (evt) {
+    var article = articleFor(evt.detail && evt.detail.mid);
+    if (article && evt.detail.status !== "refused") {
+      var content = article.querySelector(".content");
+      if (content) { content.textContent = ""; }
+      article.classList.add("deleted");
+    }
+  });
 })();

@@ -10,6 +10,7 @@ urlpatterns = [
     path("chat/proactive/", views.proactive_switch, name="chat_proactive"),
     path("chat/favourite/<str:mid>/", views.favourite_line, name="chat_favourite"),
     path("chat/unfavourite/<int:pk>/", views.unfavourite_line, name="chat_unfavourite"),
+    path("chat/why/<str:mid>/", views.why, name="chat_why"),
     path("images/<int:pk>/", views.image, name="chat_image"),
     path("images/<int:pk>/thumb/", views.image, {"thumb": True}, name="chat_image_thumb"),
 ]

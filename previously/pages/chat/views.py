@@ -13,11 +13,11 @@ from django.views.decorators.http import require_POST
 from memory.archive import MidConflict, MidTombstoned
 from memory.curation import HighlightRefused, add_favourite, remove_favourite
 from memory.images import ImageRefused, sniff, store_image_message, stored_path
-from memory.models import Favourite, Message, Profile
+from memory.models import Experience, Favourite, Highlight, Message, Profile
 from memory.models.archive import USER_MID_RE
 from previously.agent.lifecycle import archive_line
 from previously.agent.lifecycle import new_conversation as start_new_conversation
-from previously.chat.turn import reply_in_background
+from previously.chat.turn import mark_alternatives, reply_in_background
 from previously.llm import get_provider
 from previously.pages.current_profile import current_profile
 from previously.pages.safe_urls import local_path
@@ -32,6 +32,7 @@ def archive_page(profile: Profile, *, before: str | None = None) -> tuple[list[M
     more = len(rows) > PAGE_SIZE
     page = rows[:PAGE_SIZE][::-1]
     _mark_retryable(page)
+    mark_alternatives(page)
     return page, (page[0].mid if more and page else None)
 
 
@@ -71,7 +72,7 @@ def older(request):
     if not request.htmx:
         return redirect(f"{reverse('home')}?before={before or ''}")
     page, older_than = archive_page(profile, before=before)
-    context = {"page": page, "older_than": older_than, "lang": profile.language}
+    context = {"page": page, "older_than": older_than, "lang": profile.language, "profile": profile}
     return render(request, "chat/chat.html#messages", context)
 
 
@@ -208,3 +209,40 @@ def unfavourite_line(request, pk: int):
         return render(request, "chat/chat.html#fav", context)
     flash.success(request, gettext("Removed from favourites"))
     return redirect(request.POST.get("next") or f"{reverse('home')}#msg-{message.mid}")
+
+
+class _Gone:
+    """Stands for a line, highlight or experience deleted since the reply (no text kept)."""
+
+    gone = True
+
+
+def _in_order(ids: list[int], found: dict) -> list:
+    return [found.get(pk, _Gone()) for pk in ids]
+
+
+@login_required
+def why(request, mid: str):
+    """U4: what the reply `mid`'s prompt held, from the ids and counts stored on it."""
+    profile = current_profile(request)
+    reply = get_object_or_404(
+        Message.objects.for_profile(profile), mid=mid, speaker=Message.Speaker.ASSISTANT, prompt_trace__isnull=False
+    )
+    trace = reply.prompt_trace
+    lines = Message.objects.for_profile(profile).filter(pk__in=trace.get("recalled", [])).select_related("slice")
+    context = {
+        "profile": profile,
+        "lang": profile.language,
+        "reply": reply,
+        "trace": trace,
+        "recalled": _in_order(trace.get("recalled", []), {m.pk: m for m in lines}),
+        "highlights": _in_order(trace.get("highlights", []), {
+            h.pk: h for h in Highlight.objects.filter(profile=profile, pk__in=trace.get("highlights", []))
+        }),
+        "experiences": _in_order(trace.get("experiences", []), {
+            e.pk: e for e in Experience.objects.filter(profile=profile, pk__in=trace.get("experiences", []))
+        }),
+    }
+    if request.htmx:
+        return render(request, "chat/chat.html#why", context)
+    return render(request, "chat/why.html", context)

@@ -165,7 +165,7 @@ async def test_a_fav_marker_quoting_the_conversation_makes_a_highlight_and_is_ne
     chat = await connect(user)
     frames = await chat.say("我的猫叫Mochi，她三岁了", mid=new_mid(1))
     assert not any("[[fav" in f or "fav:" in f for f in frames)
-    assert "That&#x27;s lovely. Tell me more." in frames[-1]
+    assert "<p>That's lovely. Tell me more.</p>" in frames[-1]  # rendered as Markdown (U1)
     stored = await rows(profile)
     assert stored[1][2] == "That's lovely. Tell me more."
     highlight = await database_sync_to_async(Highlight.objects.get)(profile=profile)

@@ -1,0 +1,156 @@
+"""Stop a streaming reply (SPEC U2) and the socket guardrails (S3): frame size and rate, one
+turn per profile across tabs. Real local model server, real SDK, Channels' communicator."""
+
+import asyncio
+import json
+import re
+import time
+from datetime import timedelta
+
+import pytest
+from channels.db import database_sync_to_async
+from django.utils import timezone
+
+from memory.models import Message, Profile
+from previously.chat import guard
+from tests.llm_server import Turn
+from tests.previously.chat.conftest import FINAL, new_mid
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+SLOW = Turn(chunks=[f"word{i} " for i in range(40)], chunk_delay=0.15)
+
+
+@database_sync_to_async
+def rows(profile):
+    return list(Message.objects.for_profile(profile).order_by("created_at", "id").values_list("speaker", "content", "status"))
+
+
+@database_sync_to_async
+def lease(profile):
+    return Profile.objects.get(pk=profile.pk).turn_until
+
+
+async def first_token(chat) -> list[str]:
+    frames = []
+    while True:
+        frames.append(await chat.ws.receive_from(timeout=10))
+        if frames[-1].startswith('<span id="reply-'):
+            return frames
+
+
+async def test_stop_ends_the_model_call_and_archives_the_partial_reply_as_stopped(connect, user, profile, llm_server, llm_provider):
+    llm_server.script(SLOW)
+    chat = await connect(user)
+    await chat.send("tell me a long story 📖", mid=new_mid(1))
+    frames = await first_token(chat)
+    start = 'id="stop-' in "".join(frames)
+    assert start, "the streaming reply offers a stop button"
+    asked = time.monotonic()
+    await chat.ws.send_to(text_data=json.dumps({"action": "stop"}))
+    rest = await chat.frames_until_reply()
+    elapsed = time.monotonic() - asked
+    print(f"stop → final frame: {elapsed * 1000:.0f} ms")  # reported, not asserted (numbers go in the report)
+    final = rest[-1]
+    assert 'class="msg assistant stopped' in final and "stopped" in re.sub(r"<[^>]+>", "", final)
+    stored = await rows(profile)
+    assert stored[0] == ("user", "tell me a long story 📖", "complete")
+    speaker, content, status = stored[1]
+    assert (speaker, status) == ("assistant", "stopped")
+    assert content.startswith("word0") and 0 < len(content.split()) < 40  # a partial, as far as it went
+    shown = "".join(re.sub(r"<[^>]+>", "", f) for f in frames + rest if f.startswith('<span id="reply-'))
+    assert shown.strip() == content.strip()  # what the page showed is what the archive holds
+    await asyncio.sleep(0.5)
+    assert llm_server.closed_streams == 1  # the HTTP stream to the model was hung up on
+    assert await lease(profile) is None  # the turn is over; the next one may start
+
+
+async def test_a_stop_from_another_tab_stops_the_reply_and_a_second_turn_is_refused_meanwhile(connect, user, profile, llm_server, llm_provider):
+    llm_server.script(SLOW, Turn(chunks=["again ", "here"]))
+    first = await connect(user)
+    second = await connect(user)
+    await first.send("first tab", mid=new_mid(1))
+    await first_token(first)
+    await second.send("second tab 你好", mid=new_mid(2))
+    refused = await second.ws.receive_from(timeout=5)
+    assert 'id="msg-c_0000000000000002" hx-swap-oob="delete"' in refused  # the pending line goes
+    assert 'data-text="second tab 你好"' in refused  # and its text back into the composer
+    assert "still answering" in refused
+    await second.ws.send_to(text_data=json.dumps({"action": "stop"}))
+    final = (await first.frames_until_reply())[-1]
+    assert "stopped" in final
+    assert [r[0] for r in await rows(profile)] == ["user", "assistant"]  # the refused line was not archived
+    # After the stop the profile takes a turn again, from either tab.
+    frames = await second.say("second tab 你好", mid=new_mid(2))
+    assert "again here" in frames[-1]
+
+
+async def test_a_second_send_in_the_same_tab_is_refused_not_queued(connect, user, profile, llm_server, llm_provider):
+    llm_server.script(SLOW)
+    chat = await connect(user)
+    await chat.send("one", mid=new_mid(1))
+    await first_token(chat)
+    for n in range(2, 6):
+        await chat.send(f"more {n}", mid=new_mid(n))
+    await chat.ws.send_to(text_data=json.dumps({"action": "stop"}))
+    frames = await chat.frames_until_reply()
+    assert sum("still answering" in f for f in frames) == 4
+    assert [r[1] for r in await rows(profile) if r[0] == "user"] == ["one"]
+
+
+async def test_a_crashed_process_lease_runs_out(profile):
+    await database_sync_to_async(Profile.objects.filter(pk=profile.pk).update)(turn_until=timezone.now() + timedelta(minutes=1))
+    assert not await database_sync_to_async(guard.take_turn)(profile)
+    await database_sync_to_async(Profile.objects.filter(pk=profile.pk).update)(turn_until=timezone.now() - timedelta(seconds=1))
+    assert await database_sync_to_async(guard.take_turn)(profile)
+
+
+async def test_a_frame_over_the_size_limit_is_refused_with_a_notice(connect, user, profile, llm_server, llm_provider, settings):
+    settings.PREVIOUSLY_WS_MAX_FRAME_BYTES = 4096
+    chat = await connect(user)
+    await chat.send("长" * 2000, mid=new_mid(1))  # 6000 bytes of UTF-8, 2000 characters
+    frame = await chat.ws.receive_from(timeout=5)
+    assert "Frame refused" in frame and "4096" in frame
+    assert await rows(profile) == []
+    assert llm_server.requests == []
+    frames = await chat.say("short one", mid=new_mid(2))  # the socket still works
+    assert FINAL in frames[-1]
+
+
+async def test_frames_over_the_rate_are_dropped_with_one_notice(connect, user, profile, llm_server, llm_provider, settings):
+    settings.PREVIOUSLY_WS_RATE_FRAMES = 5
+    settings.PREVIOUSLY_WS_RATE_SECONDS = 60
+    chat = await connect(user)
+    for _ in range(30):
+        await chat.ws.send_to(text_data=json.dumps({"action": "nonsense"}))
+    answers = []
+    while not await chat.ws.receive_nothing(timeout=0.5):
+        answers.append(await chat.ws.receive_from())
+    assert sum("Unknown action" in a for a in answers) == 5  # the first five were handled
+    assert sum("Too many frames" in a for a in answers) == 1  # one notice for the flood
+    await chat.send("now?", mid=new_mid(1))
+    assert await chat.ws.receive_nothing(timeout=0.5)  # still over the rate: dropped, not queued
+    assert await rows(profile) == []
+
+
+async def test_the_notices_speak_the_profile_language(connect, user, llm_server, llm_provider, settings):
+    from tests.factories import ProfileFactory
+
+    await database_sync_to_async(ProfileFactory)(user=user, key="owner", language="zh")
+    settings.PREVIOUSLY_WS_MAX_FRAME_BYTES = 1024
+    chat = await connect(user)
+    await chat.send("x" * 2000, mid=new_mid(1))
+    frame = await chat.ws.receive_from(timeout=5)
+    assert "2" in frame and "1024" in frame and "Frame refused" not in frame
+
+
+async def test_the_turn_is_free_when_the_reply_is_shown_not_after_the_housekeeping(connect, user, profile, llm_server, llm_provider):
+    """The lease goes before the final frame: a line sent the moment the reply shows (from any
+    tab) is answered, even while the after-reply work (K10) still runs."""
+    llm_server.script(Turn(chunks=["one"]), Turn(chunks=["two"]))
+    chat = await connect(user)
+    await chat.say("first", mid=new_mid(1))
+    assert await lease(profile) is None
+    other = await connect(user)
+    frames = await other.say("second at once", mid=new_mid(2))
+    assert "two" in frames[-1] and not any("still answering" in f for f in frames)
