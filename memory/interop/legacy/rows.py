@@ -29,6 +29,8 @@ class MessageRow:
     sync_status: str = ""
     deleted_at: datetime | None = None
     reviewed_at: datetime | None = None  # D4: an admin reviewed a historic soft delete
+    reply_of_id: int | None = None  # U2: the user line a reply answers (live chat only)
+    prompt_trace: dict | None = None  # U4: what a live reply's prompt held
     attachment: dict | None = None
     profile_id: int | None = None
     slice_id: int | None = None
