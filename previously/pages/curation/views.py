@@ -117,24 +117,26 @@ def favourite(request, profile_key, mid):
 @require_POST
 def hide(request, profile_key, mid):
     """Soft delete (D1 "hide"): out of recall at once, reversible with unhide."""
-    profile = _profile(request, profile_key)
-    message = _message(profile, mid)
-    hide_message(message)
-    if request.htmx:
-        return trigger_client_event(_actions(request, profile, message, notice="Hidden"), "message-hidden", {"mid": mid})
-    flash.success(request, f"Message {mid} hidden.")
-    return _back(request, reverse("curation:messages", args=[profile.key]))
+    return _set_hidden(request, profile_key, mid, hide_message, "Hidden", "message-hidden", f"Message {mid} hidden.")
 
 
 @login_required
 @require_POST
 def unhide(request, profile_key, mid):
+    return _set_hidden(
+        request, profile_key, mid, unhide_message, "Restored", "message-unhidden", f"Message {mid} restored."
+    )
+
+
+def _set_hidden(request, profile_key, mid, apply, notice, event, flash_text):
+    """Hide and unhide share one shape: apply, then the htmx fragment with its client event,
+    or a flash and the way back."""
     profile = _profile(request, profile_key)
     message = _message(profile, mid)
-    unhide_message(message)
+    apply(message)
     if request.htmx:
-        return trigger_client_event(_actions(request, profile, message, notice="Restored"), "message-unhidden", {"mid": mid})
-    flash.success(request, f"Message {mid} restored.")
+        return trigger_client_event(_actions(request, profile, message, notice=notice), event, {"mid": mid})
+    flash.success(request, flash_text)
     return _back(request, reverse("curation:messages", args=[profile.key]))
 
 
