@@ -233,11 +233,22 @@ def highlight_delete(request, profile_key, hid):
     """Soft-delete a highlight and its relations (C7); its message stays (C1)."""
     profile = _profile(request, profile_key)
     highlight = get_object_or_404(Highlight, profile=profile, hid=hid)
-    highlight.soft_delete()
+    return _soft_delete(
+        request,
+        highlight,
+        "Highlight deleted; its relations were removed too.",
+        lambda: _back(request, reverse("curation:highlights", args=[profile.key])),
+    )
+
+
+def _soft_delete(request, record, notice, back):
+    """Soft-delete a highlight or relation: an empty fragment for htmx (the row goes), otherwise
+    a flash and `back()`."""
+    record.soft_delete()
     if request.htmx:
         return HttpResponse("")
-    flash.success(request, "Highlight deleted; its relations were removed too.")
-    return _back(request, reverse("curation:highlights", args=[profile.key]))
+    flash.success(request, notice)
+    return back()
 
 
 # --- experiences (C3-C5) --------------------------------------------------------------
@@ -442,8 +453,4 @@ def relation_list(request, profile_key):
 def relation_delete(request, profile_key, rid):
     profile = _profile(request, profile_key)
     relation = get_object_or_404(Relation, profile=profile, rid=rid)
-    relation.soft_delete()
-    if request.htmx:
-        return HttpResponse("")
-    flash.success(request, "Relation removed.")
-    return redirect("curation:relations", profile.key)
+    return _soft_delete(request, relation, "Relation removed.", lambda: redirect("curation:relations", profile.key))
