@@ -99,6 +99,19 @@ class ForgetThroughMemory(admin.ModelAdmin):
                 self.forget(obj)
 
 
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Derived or protective records nobody edits by hand: no add, change or delete."""
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False
+
+
 class ReadOnlyContent:
     """Archived content is read-only in the admin: a change would leave the index and every
     derived layer stale (D6)."""
@@ -234,22 +247,13 @@ class RelationAdmin(ForgetThroughMemory):
 
 
 @admin.register(Tombstone)
-class TombstoneAdmin(admin.ModelAdmin):
+class TombstoneAdmin(ReadOnlyAdmin):
     """Read-only: a tombstone removed by hand would let a deleted record be re-imported;
     `manage.py prune_tombstones` removes the expired ones (D5)."""
 
     list_display = ["kind", "object_id", "profile", "deleted_at", "expires_at", "content_hash"]
     list_filter = [PROFILE_FILTER, "kind"]
     search_fields = ["object_id", "content_hash", "legacy_key"]
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 @admin.register(Card)
@@ -341,36 +345,18 @@ class ProactiveSendAdmin(admin.ModelAdmin):
 
 
 @admin.register(RecallDocument)
-class RecallDocumentAdmin(admin.ModelAdmin):
+class RecallDocumentAdmin(ReadOnlyAdmin):
     """The index's token stream, read-only: it is derived from the archive."""
 
     list_display = ["message", "profile", "pos", "slice", "speaker", "day", "tokens"]
     list_filter = [PROFILE_FILTER]
     search_fields = ["tokens"]
 
-    def has_add_permission(self, request):
-        return False
 
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
-
-
-class _DerivedRecallAdmin(admin.ModelAdmin):
+class _DerivedRecallAdmin(ReadOnlyAdmin):
     """Recall statistics, read-only: kept by memory.recall.index with every archive write."""
 
     list_filter = [PROFILE_FILTER]
-
-    def has_add_permission(self, request):
-        return False
-
-    def has_change_permission(self, request, obj=None):
-        return False
-
-    def has_delete_permission(self, request, obj=None):
-        return False
 
 
 @admin.register(RecallTerm)

@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from django.db import transaction
 from django.utils import timezone
 
-from memory.curation import ExperienceRefused
+from memory.curation import ExperienceRefused, cited_messages
 from memory.models import (
     EvolutionRun,
     Experience,
@@ -67,14 +67,7 @@ def evidence(profile: Profile, mids: object, *, about: str) -> Evidence:
     if not isinstance(mids, list) or not [m for m in mids if isinstance(m, str) and m.strip()]:
         raise ExperienceRefused("evidence_mids must list at least one archived message id (c_… or a_…)")
     wanted = list(dict.fromkeys(m.strip() for m in mids if isinstance(m, str) and m.strip()))
-    found = {m.mid: m for m in Message.objects.for_profile(profile).live().filter(mid__in=wanted)}
-    missing = [mid for mid in wanted if mid not in found]
-    if missing:
-        raise ExperienceRefused(
-            "these evidence message ids do not exist in this person's archive (or are deleted): "
-            + ", ".join(missing)
-            + ". Cite only message ids you were shown."
-        )
+    found = cited_messages(profile, wanted, what="evidence", whose="this person's")
     messages = [found[mid] for mid in wanted]
     if not any(m.speaker == Message.Speaker.USER for m in messages):
         raise ExperienceRefused(

@@ -135,6 +135,21 @@ class ExperienceRefused(Exception):
         super().__init__(reason)
 
 
+def cited_messages(profile: Profile, mids: list[str], *, what: str, whose: str) -> dict[str, Message]:
+    """The live messages of `profile` with these ids, by mid; refused naming every id that is
+    missing or deleted (`what`: "source"/"evidence", `whose`: how the refusal names the archive)."""
+    found = {m.mid: m for m in Message.objects.for_profile(profile).live().filter(mid__in=mids)}
+    missing = [mid for mid in mids if mid not in found]
+    if missing:
+        raise ExperienceRefused(
+            f"these {what} message ids do not exist in {whose} archive (or are deleted): "
+            + ", ".join(missing)
+            + ". Cite only message ids you were shown.",
+            missing_mids=missing,
+        )
+    return found
+
+
 def propose_experience(
     *,
     profile: Profile,
@@ -164,15 +179,7 @@ def propose_experience(
         raise ExperienceRefused(f"unknown actor {actor!r}")
     if not mids:
         raise ExperienceRefused("source_mids must name at least one archived message id")
-    found = {m.mid: m for m in Message.objects.for_profile(profile).live().filter(mid__in=mids)}
-    missing = [mid for mid in mids if mid not in found]
-    if missing:
-        raise ExperienceRefused(
-            "these source message ids do not exist in this profile's archive (or are deleted): "
-            + ", ".join(missing)
-            + ". Cite only message ids you were shown.",
-            missing_mids=missing,
-        )
+    found = cited_messages(profile, mids, what="source", whose="this profile's")
     with transaction.atomic():
         experience = Experience.objects.create(
             profile=profile,

@@ -6,7 +6,7 @@ from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
 from memory.models.archive import Message, Profile
-from memory.models.base import ProfileScopedQuerySet, choices_check
+from memory.models.base import ProfileScopedQuerySet, choices_check, flaggable_legacy_columns
 
 
 class HighlightSource(models.TextChoices):
@@ -75,13 +75,7 @@ class Highlight(models.Model):
     content = models.TextField(verbose_name=_("content"))
     source = models.CharField(max_length=10, choices=Source.choices, default=Source.USER, verbose_name=_("source"))
     created_at = models.DateTimeField(verbose_name=_("created at"))
-    deleted_at = models.DateTimeField(null=True, blank=True, verbose_name=_("deleted at"))
-    # D4: an admin reviewed this historic soft delete and kept it deleted ("keep").
-    reviewed_at = models.DateTimeField(null=True, blank=True, verbose_name=_("reviewed at"))
-    # Non-empty: imported with a broken reference (LEGACY_KV 6); never used in recall.
-    flagged = models.CharField(max_length=200, blank=True, verbose_name=_("flagged"))
-    legacy_key = models.CharField(max_length=300, blank=True, verbose_name=_("legacy key"))
-    legacy_extra = models.JSONField(default=dict, blank=True, verbose_name=_("legacy extra"))
+    deleted_at, reviewed_at, flagged, legacy_key, legacy_extra = flaggable_legacy_columns()
 
     objects = HighlightManager()
 
@@ -195,12 +189,7 @@ class Experience(models.Model):
     recorded_at = models.DateTimeField(verbose_name=_("recorded at"))
     invalid_at = models.DateTimeField(null=True, blank=True, verbose_name=_("invalid at"))
     updated_at = models.DateTimeField(auto_now=True, verbose_name=_("updated at"))
-    deleted_at = models.DateTimeField(null=True, blank=True, verbose_name=_("deleted at"))
-    # D4: an admin reviewed this historic soft delete and kept it deleted ("keep").
-    reviewed_at = models.DateTimeField(null=True, blank=True, verbose_name=_("reviewed at"))
-    flagged = models.CharField(max_length=200, blank=True, verbose_name=_("flagged"))
-    legacy_key = models.CharField(max_length=300, blank=True, verbose_name=_("legacy key"))
-    legacy_extra = models.JSONField(default=dict, blank=True, verbose_name=_("legacy extra"))
+    deleted_at, reviewed_at, flagged, legacy_key, legacy_extra = flaggable_legacy_columns()
     sources = models.ManyToManyField(
         Message, through="ExperienceSource", related_name="experiences", blank=True, verbose_name=_("sources")
     )
@@ -483,12 +472,7 @@ class Relation(models.Model):
         Experience, null=True, blank=True, on_delete=models.CASCADE, related_name="+", verbose_name=_("to experience")
     )
     created_at = models.DateTimeField(verbose_name=_("created at"))
-    deleted_at = models.DateTimeField(null=True, blank=True, verbose_name=_("deleted at"))
-    # D4: an admin reviewed this historic soft delete and kept it deleted ("keep").
-    reviewed_at = models.DateTimeField(null=True, blank=True, verbose_name=_("reviewed at"))
-    flagged = models.CharField(max_length=200, blank=True, verbose_name=_("flagged"))
-    legacy_key = models.CharField(max_length=300, blank=True, verbose_name=_("legacy key"))
-    legacy_extra = models.JSONField(default=dict, blank=True, verbose_name=_("legacy extra"))
+    deleted_at, reviewed_at, flagged, legacy_key, legacy_extra = flaggable_legacy_columns()
 
     objects = RelationQuerySet.as_manager()
 

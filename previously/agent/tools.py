@@ -34,16 +34,18 @@ from memory.person_edits import rewrite_refusal
 # Kept compact (issue 19): a small local model reads every schema on every agent call.
 REF = {"type": "string", "pattern": r"^\d{4}/\d{2}/\d{2}/\d{4}$"}
 DAY = {"type": "string", "pattern": r"^\d{4}-\d{2}-\d{2}$"}
+
+
+def _id_list(description: str, items: dict | None = None) -> dict:
+    """A non-empty array of ids (slice refs or message ids): one shape for every id-list argument."""
+    return {"type": "array", "items": items or {"type": "string"}, "minItems": 1, "description": description}
+
+
 # The JSON schema of every argument name a tool may take.
 ARGUMENTS: dict[str, dict] = {
     "field": {"type": "string", "description": "Name, Address them as, Pronouns, Alias…"},
     "value": {"type": "string", "description": "empty clears the line"},
-    "refs": {
-        "type": "array",
-        "items": REF,
-        "minItems": 1,
-        "description": "evidence slice ids",
-    },
+    "refs": _id_list("evidence slice ids", REF),
     "text": {"type": "string"},
     "index": {"type": "integer", "minimum": 1, "description": "as numbered on the card"},
     "since": DAY,
@@ -53,23 +55,13 @@ ARGUMENTS: dict[str, dict] = {
     "summary": {"type": "string"},
     "title": {"type": "string"},
     "content": {"type": "string", "description": "one or two sentences"},
-    "source_mids": {
-        "type": "array",
-        "items": {"type": "string"},
-        "minItems": 1,
-        "description": "message ids it rests on (c_…/a_…)",
-    },
+    "source_mids": _id_list("message ids it rests on (c_…/a_…)"),
     "event_time": {"type": "string", "description": "YYYY-MM-DD or ISO time; empty if unknown"},
     "time_certainty": {"type": "string", "enum": ["exact", "approximate", "unknown"]},
     "eid": {"type": "string", "description": "experience id exp_…"},
     "keep_eid": {"type": "string"},
     "merge_eid": {"type": "string", "description": "the duplicate"},
-    "evidence_mids": {
-        "type": "array",
-        "items": {"type": "string"},
-        "minItems": 1,
-        "description": "ids of lines where the person says so",
-    },
+    "evidence_mids": _id_list("ids of lines where the person says so"),
     "reason": {"type": "string"},
     "stopped_at": {"type": "string", "description": "YYYY-MM-DD or ISO time"},
 }

@@ -34,50 +34,43 @@ def card_sections(profile: Profile, text: str, *, today) -> dict:
         return {"n": k, "text": text, "refs": refs(values), "meta": meta, "flag": flag,
                 "key": line.key if line else "", "words": line.words if line else text}
 
+    def section(name, attr, usage, entries, text=lambda x: x.text, meta=lambda x: "", **extra):
+        items = [item(name, k, text(x), x.refs, meta(x)) for k, x in enumerate(entries, 1)]
+        return {"name": name, "attr": attr, "usage": usage, **extra, "items": items}
+
     return {
         "format": fmt,
         "header": card.header,
         "sections": [
-            {
-                "name": "Identity",
-                "attr": "identity",
-                "usage": f"{len(card.identity)}/{limits.IDENTITY_MAX_LINES} lines",
-                "items": [
-                    item("Identity", k, f"{i.field}: {i.value}", i.refs)
-                    for k, i in enumerate(card.identity, 1)
-                ],
-            },
-            {
-                "name": "Past",
-                "attr": "facts",
-                "usage": f"{len(card.portrait)}/{limits.PORTRAIT_MAX_CHARS} chars · "
+            section(
+                "Identity",
+                "identity",
+                f"{len(card.identity)}/{limits.IDENTITY_MAX_LINES} lines",
+                card.identity,
+                text=lambda i: f"{i.field}: {i.value}",
+            ),
+            section(
+                "Past",
+                "facts",
+                f"{len(card.portrait)}/{limits.PORTRAIT_MAX_CHARS} chars · "
                 f"{len(card.facts)}/{limits.ANCHOR_FACTS_MAX} facts",
-                "portrait": card.portrait,
-                "items": [item("Past", k, f.text, f.refs) for k, f in enumerate(card.facts, 1)],
-            },
-            {
-                "name": "Now",
-                "attr": "now",
-                "usage": f"{len(card.now)}/{limits.NOW_MAX}",
-                "items": [
-                    item("Now", k, n.text, n.refs, f"since {n.since.isoformat()}")
-                    for k, n in enumerate(card.now, 1)
-                ],
-            },
-            {
-                "name": "Horizon",
-                "attr": "horizon",
-                "usage": f"{len(card.horizon)}/{limits.HORIZON_MAX}",
-                "items": [
-                    item("Horizon", k, h.text, h.refs, f"by {h.by.isoformat()}")
-                    for k, h in enumerate(card.horizon, 1)
-                ],
-            },
-            {
-                "name": "Self-model",
-                "attr": "lessons",
-                "usage": f"{len(card.lessons)}/{limits.LESSONS_MAX} lessons",
-                "items": [item("Self-model", k, x.text, x.refs) for k, x in enumerate(card.lessons, 1)],
-            },
+                card.facts,
+                portrait=card.portrait,
+            ),
+            section(
+                "Now",
+                "now",
+                f"{len(card.now)}/{limits.NOW_MAX}",
+                card.now,
+                meta=lambda n: f"since {n.since.isoformat()}",
+            ),
+            section(
+                "Horizon",
+                "horizon",
+                f"{len(card.horizon)}/{limits.HORIZON_MAX}",
+                card.horizon,
+                meta=lambda h: f"by {h.by.isoformat()}",
+            ),
+            section("Self-model", "lessons", f"{len(card.lessons)}/{limits.LESSONS_MAX} lessons", card.lessons),
         ],
     }

@@ -12,6 +12,15 @@ from previously.llm.openai_compat import OpenAICompatible
 from tests.llm_server import FakeLLMServer, Turn
 
 
+def log_in(page, base_url: str, username: str, password: str, *, submit: str = "button[type=submit]") -> None:
+    """Sign in through the login page and wait for the chat composer it lands on."""
+    page.goto(f"{base_url}/login/")
+    page.fill("#id_username", username)
+    page.fill("#id_password", password)
+    page.click(submit)
+    page.wait_for_selector("#composer-text")
+
+
 class LiveChatServer(ChannelsLiveServerTestCase):
     """Subclasses may set `default_turn`: what the fake model answers when nothing is scripted."""
 

@@ -15,7 +15,7 @@ from memory.card.format import Fact, IdentityLine, NowItem
 from memory.card.store import snapshot_slice
 from memory.models import Card, EvolutionRun, Message, Profile, Slice, Tombstone
 from tests.e2e.conftest import CHROMIUM_ARGS, chromium_path
-from tests.e2e.live import LiveChatServer
+from tests.e2e.live import LiveChatServer, log_in
 from tests.factories import MessageFactory, SliceFactory
 
 ARTIFACTS = Path(settings.BASE_DIR) / "var" / "test-artifacts"
@@ -52,11 +52,7 @@ class CardAndForgetInTheBrowser(LiveChatServer):
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
             page = browser.new_page(viewport={"width": 1280, "height": 900}, locale="en-GB")
-            page.goto(f"{url}/login/")
-            page.fill("#id_username", "mei")
-            page.fill("#id_password", "pw-mei-12345")
-            page.click("button[type=submit]")
-            page.wait_for_selector("#composer-text")
+            log_in(page, url, "mei", "pw-mei-12345")
 
             # Edit a line: it keeps its place and now cites the person.
             page.goto(f"{url}/card/")

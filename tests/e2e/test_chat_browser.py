@@ -14,7 +14,7 @@ import pytest
 
 from memory.models import Message
 from tests.e2e.conftest import CHROMIUM_ARGS, chromium_path
-from tests.e2e.live import LiveChatServer
+from tests.e2e.live import LiveChatServer, log_in
 from tests.llm_server import Turn
 
 
@@ -30,11 +30,7 @@ class ChatInTheBrowser(LiveChatServer):
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
             page = browser.new_page(viewport={"width": 390, "height": 800})
-            page.goto(f"{self.live_server_url}/login/")
-            page.fill("#id_username", "ana")
-            page.fill("#id_password", "pw-ana-12345")
-            page.click("button[type=submit]")
-            page.wait_for_selector("#composer-text")
+            log_in(page, self.live_server_url, "ana", "pw-ana-12345")
             page.wait_for_function("() => document.querySelector('[ws-connect]') && htmx")
             page.wait_for_timeout(300)  # let the socket open
             # Record every text the reply shows while it streams.

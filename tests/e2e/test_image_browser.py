@@ -19,7 +19,7 @@ from memory.models import Message
 from previously.llm import reset_provider
 from previously.llm.openai_compat import OpenAICompatible
 from tests.e2e.conftest import CHROMIUM_ARGS, chromium_path
-from tests.e2e.live import LiveChatServer
+from tests.e2e.live import LiveChatServer, log_in
 from tests.llm_server import FakeLLMServer, Turn
 
 
@@ -61,11 +61,7 @@ class ImageInTheBrowser(ChannelsLiveServerTestCase):
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
             page = browser.new_page(viewport={"width": 390, "height": 800})
-            page.goto(f"{self.live_server_url}/login/")
-            page.fill("#id_username", "ana")
-            page.fill("#id_password", "pw-ana-12345")
-            page.click("button[type=submit]")
-            page.wait_for_selector("#composer-text")
+            log_in(page, self.live_server_url, "ana", "pw-ana-12345")
             page.wait_for_function("() => document.querySelector('[ws-connect]') && htmx")
             page.wait_for_timeout(300)  # let the socket open
             page.fill("#composer-text", "my new desk plant")
@@ -105,11 +101,7 @@ class TooLargeImageInTheBrowser(LiveChatServer):
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
             page = browser.new_page(locale="zh-CN")
-            page.goto(f"{self.live_server_url}/login/")
-            page.fill("#id_username", "bo")
-            page.fill("#id_password", "pw-bo-123456")
-            page.click("button[type=submit]")
-            page.wait_for_selector("#composer-text")
+            log_in(page, self.live_server_url, "bo", "pw-bo-123456")
             page.evaluate("() => { document.getElementById('image-form').dataset.maxBytes = String(2 * 1048576); }")
             page.set_input_files("#image-input", str(big))
             expect(page.locator("#notices .notice.error")).to_have_text("图片太大（上限 2 MB）")

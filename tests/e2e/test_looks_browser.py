@@ -13,7 +13,7 @@ from django.conf import settings
 from memory.archive import archive_message
 from memory.models import Card, EvolutionRun, Profile, Slice
 from tests.e2e.conftest import CHROMIUM_ARGS, chromium_path
-from tests.e2e.live import LiveChatServer
+from tests.e2e.live import LiveChatServer, log_in
 from tests.factories import CardSnapshotFactory, ExperienceFactory, HighlightFactory
 from tests.llm_server import Turn
 from tests.memory.card.samples import SEED_CARD
@@ -85,11 +85,7 @@ class LooksInTheBrowser(LiveChatServer):
             browser = p.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
             login = browser.new_context(viewport={"width": 1280, "height": 800})
             page = login.new_page()
-            page.goto(f"{self.live_server_url}/login/")
-            page.fill("#id_username", "mei")
-            page.fill("#id_password", "pw-mei-12345")
-            page.click("main button[type=submit]")
-            page.wait_for_selector("#composer-text")
+            log_in(page, self.live_server_url, "mei", "pw-mei-12345", submit="main button[type=submit]")
             cookies = login.cookies()
 
             for theme in THEMES:

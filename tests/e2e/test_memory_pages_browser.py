@@ -13,7 +13,7 @@ from django.conf import settings
 
 from memory.models import Message, Profile, Slice
 from tests.e2e.conftest import CHROMIUM_ARGS, chromium_path
-from tests.e2e.live import LiveChatServer
+from tests.e2e.live import LiveChatServer, log_in
 from tests.llm_server import Turn
 
 ARTIFACTS = Path(settings.BASE_DIR) / "var" / "test-artifacts"
@@ -34,11 +34,7 @@ class MemoryPagesInTheBrowser(LiveChatServer):
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
             page = browser.new_page(viewport={"width": 1100, "height": 800}, locale="en-GB")
-            page.goto(f"{self.live_server_url}/login/")
-            page.fill("#id_username", "mei")
-            page.fill("#id_password", "pw-mei-12345")
-            page.click("button[type=submit]")
-            page.wait_for_selector("#composer-text")
+            log_in(page, self.live_server_url, "mei", "pw-mei-12345")
 
             # A new companion, from the Profiles page; it becomes the current one.
             page.click("nav.mainnav >> text=Profiles")

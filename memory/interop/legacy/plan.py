@@ -518,14 +518,17 @@ def _plan_highlights(records: list[Record], plan: Plan, report: Report, contents
             content=c.content,
             source=Highlight.Source.IMPORT,
             created_at=c.created_at,
-            deleted_at=c.deleted_at,
-            flagged=flagged,
-            legacy_key=rec.key,
-            legacy_extra=rec.extra,
+            **_flaggable(rec, flagged),
         )
         p.highlights.append(hl)
         p.existing.hids[rec.rid] = None
         report.created("hl", rec.key, deleted=hl.deleted_at, flagged=flagged)
+
+
+def _flaggable(rec: Record, flagged: str) -> dict:
+    """The fields every flaggable legacy row (highlight, experience, relation) carries alike:
+    its soft delete, the rule-6 flag, and where it came from."""
+    return {"deleted_at": rec.cols.deleted_at, "flagged": flagged, "legacy_key": rec.key, "legacy_extra": rec.extra}
 
 
 def _plan_experiences(records: list[Record], plan: Plan, report: Report) -> None:
@@ -550,10 +553,7 @@ def _plan_experiences(records: list[Record], plan: Plan, report: Report) -> None
             event_time=c.event_time,
             event_time_text=c.event_time_text or "",
             recorded_at=c.recorded_at,
-            deleted_at=c.deleted_at,
-            flagged=flagged,
-            legacy_key=rec.key,
-            legacy_extra=rec.extra,
+            **_flaggable(rec, flagged),
         )
         p.experiences.append((exp, mids))
         p.existing.eids[rec.rid] = None
@@ -577,10 +577,7 @@ def _plan_relations(records: list[Record], plan: Plan, report: Report) -> None:
             from_id=c.from_id,
             to_id=c.to_id,
             created_at=c.created_at,
-            deleted_at=c.deleted_at,
-            flagged=flagged,
-            legacy_key=rec.key,
-            legacy_extra=rec.extra,
+            **_flaggable(rec, flagged),
         )
         p.relations.append(rel)
         report.created("rel", rec.key, deleted=rel.deleted_at, flagged=flagged)

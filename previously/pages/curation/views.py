@@ -117,24 +117,26 @@ def favourite(request, profile_key, mid):
 @require_POST
 def hide(request, profile_key, mid):
     """Soft delete (D1 "hide"): out of recall at once, reversible with unhide."""
-    profile = _profile(request, profile_key)
-    message = _message(profile, mid)
-    hide_message(message)
-    if request.htmx:
-        return trigger_client_event(_actions(request, profile, message, notice="Hidden"), "message-hidden", {"mid": mid})
-    flash.success(request, f"Message {mid} hidden.")
-    return _back(request, reverse("curation:messages", args=[profile.key]))
+    return _set_hidden(request, profile_key, mid, hide_message, "Hidden", "message-hidden", f"Message {mid} hidden.")
 
 
 @login_required
 @require_POST
 def unhide(request, profile_key, mid):
+    return _set_hidden(
+        request, profile_key, mid, unhide_message, "Restored", "message-unhidden", f"Message {mid} restored."
+    )
+
+
+def _set_hidden(request, profile_key, mid, apply, notice, event, flash_text):
+    """Hide and unhide share one shape: apply, then the htmx fragment with its client event,
+    or a flash and the way back."""
     profile = _profile(request, profile_key)
     message = _message(profile, mid)
-    unhide_message(message)
+    apply(message)
     if request.htmx:
-        return trigger_client_event(_actions(request, profile, message, notice="Restored"), "message-unhidden", {"mid": mid})
-    flash.success(request, f"Message {mid} restored.")
+        return trigger_client_event(_actions(request, profile, message, notice=notice), event, {"mid": mid})
+    flash.success(request, flash_text)
     return _back(request, reverse("curation:messages", args=[profile.key]))
 
 
@@ -231,11 +233,22 @@ def highlight_delete(request, profile_key, hid):
     """Soft-delete a highlight and its relations (C7); its message stays (C1)."""
     profile = _profile(request, profile_key)
     highlight = get_object_or_404(Highlight, profile=profile, hid=hid)
-    highlight.soft_delete()
+    return _soft_delete(
+        request,
+        highlight,
+        "Highlight deleted; its relations were removed too.",
+        lambda: _back(request, reverse("curation:highlights", args=[profile.key])),
+    )
+
+
+def _soft_delete(request, record, notice, back):
+    """Soft-delete a highlight or relation: an empty fragment for htmx (the row goes), otherwise
+    a flash and `back()`."""
+    record.soft_delete()
     if request.htmx:
         return HttpResponse("")
-    flash.success(request, "Highlight deleted; its relations were removed too.")
-    return _back(request, reverse("curation:highlights", args=[profile.key]))
+    flash.success(request, notice)
+    return back()
 
 
 # --- experiences (C3-C5) --------------------------------------------------------------
@@ -440,8 +453,4 @@ def relation_list(request, profile_key):
 def relation_delete(request, profile_key, rid):
     profile = _profile(request, profile_key)
     relation = get_object_or_404(Relation, profile=profile, rid=rid)
-    relation.soft_delete()
-    if request.htmx:
-        return HttpResponse("")
-    flash.success(request, "Relation removed.")
-    return redirect("curation:relations", profile.key)
+    return _soft_delete(request, relation, "Relation removed.", lambda: redirect("curation:relations", profile.key))

@@ -11,12 +11,6 @@ from tests.previously.agent.helpers import make_slice, set_card
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def logged_in(client, user):
-    client.force_login(user)
-    return client
-
-
 def test_the_card_page_requires_login(client):
     response = client.get(reverse("card"))
     assert response.status_code == 302 and reverse("login") in response.url

@@ -9,12 +9,6 @@ from tests.previously.agent.helpers import make_slice
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def logged_in(client, user):
-    client.force_login(user)
-    return client
-
-
 def test_new_conversation_closes_the_open_slice(logged_in, profile):
     from previously.llm import reset_provider
     from previously.llm.offline import Offline

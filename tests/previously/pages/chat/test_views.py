@@ -21,12 +21,6 @@ def profile(user):
     return ProfileFactory(user=user, key="owner", language="en")
 
 
-@pytest.fixture
-def logged_in(client, user):
-    client.force_login(user)
-    return client
-
-
 def test_the_first_visit_makes_an_owner_profile_and_shows_the_chat(logged_in, user):
     page = logged_in.get(reverse("home")).content.decode()
     assert Profile.objects.for_user(user).get().key == "owner"

@@ -27,6 +27,14 @@ def _upload(data: dict) -> SimpleUploadedFile:
     return SimpleUploadedFile("e.json", json.dumps(data, ensure_ascii=False).encode(), "application/json")
 
 
+def _preview_as(client, user, profile):
+    """`profile`'s owner exports their data; `user` uploads that export for the dry-run preview."""
+    client.force_login(profile.user)
+    export = json.loads(client.get(reverse("data_export")).content)
+    client.force_login(user)
+    return client.post(reverse("data_import_preview"), {"export": _upload(export)})
+
+
 def test_data_page_requires_login(client):
     response = client.get(reverse("data"))
     assert response.status_code == 302
@@ -65,10 +73,7 @@ def test_staff_can_export_any_users_data(client, profile, django_user_model):
 
 def test_upload_shows_a_dry_run_preview_and_writes_nothing(client, profile, bob, storage):
     MessageFactory(profile=profile, content="x")
-    client.force_login(profile.user)
-    export = json.loads(client.get(reverse("data_export")).content)
-    client.force_login(bob)
-    response = client.post(reverse("data_import_preview"), {"export": _upload(export)})
+    response = _preview_as(client, bob, profile)
     assert response.status_code == 200
     assert "Preview" in response.content.decode()
     assert not Message.objects.filter(profile__user=bob).exists()
@@ -76,10 +81,7 @@ def test_upload_shows_a_dry_run_preview_and_writes_nothing(client, profile, bob,
 
 def test_apply_after_preview_imports_into_own_profiles(client, profile, bob, storage):
     MessageFactory(profile=profile, content="carried over")
-    client.force_login(profile.user)
-    export = json.loads(client.get(reverse("data_export")).content)
-    client.force_login(bob)
-    preview = client.post(reverse("data_import_preview"), {"export": _upload(export)})
+    preview = _preview_as(client, bob, profile)
     token = preview.context["token"]
     response = client.post(reverse("data_import_apply"), {"token": token})
     assert response.status_code == 200

@@ -10,12 +10,6 @@ from tests.previously.agent.helpers import make_slice
 pytestmark = pytest.mark.django_db
 
 
-@pytest.fixture
-def logged_in(client, user):
-    client.force_login(user)
-    return client
-
-
 def test_a_slice_page_shows_every_line_and_the_cognitive_log(logged_in, profile):
     slice_ = make_slice(profile, lines=[("user", "我今天跑了 5 公里 🏃"), ("assistant", "太棒了!")])
     SliceLogEntry.objects.create(slice=slice_, kind="analyzer", summary="worth evolving: new habit")
