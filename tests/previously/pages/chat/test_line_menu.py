@@ -21,16 +21,21 @@ def page(user):
     return profile, said, client
 
 
-def test_each_line_has_favourite_hide_and_delete_in_its_menu(page):
+def test_each_line_has_favourite_on_it_and_hide_and_delete_in_its_menu(page):
     profile, said, client = page
     response = client.get(reverse("home"))
     assert_csp_clean(response)
     html = response.content.decode()
-    menu = html[html.index('<details class="line-menu">'):]
-    menu = menu[: menu.index("</article>")]
-    for name in ("favourite", "hide", "delete"):
+    line = html[html.index(f'id="msg-{said.mid}"'):]
+    line = line[: line.index("</article>")]
+    # Favourite (whole line, or the words selected in it: chat.js fills `excerpt`) sits on the
+    # line with its undo (C2); the menu holds hide and delete for good, as on the archive page.
+    assert reverse("chat_favourite", args=[said.mid]) in line
+    assert 'name="excerpt"' in line
+    menu = line[line.index('<details class="line-menu">'):]
+    for name in ("hide", "delete"):
         assert reverse(f"curation:{name}", args=[profile.key, said.mid]) in menu
-    assert 'name="excerpt"' in menu  # a part of the line (chat.js fills it from the selection)
+    assert reverse("curation:favourite", args=[profile.key, said.mid]) not in menu  # one favourite button
 
 
 def test_favourite_a_part_and_delete_through_the_same_confirmation(page):
