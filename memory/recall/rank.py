@@ -126,8 +126,8 @@ def _score(
 
     speakers = {speaker_names[n] for n in named(question, speaker_names)}
     if speakers and cfg.speaker_boost:
-        for mid, doc in docs.items():
-            if doc.speaker in speakers:
+        for mid in base:
+            if docs[mid].speaker in speakers:
                 base[mid] *= 1.0 + cfg.speaker_boost
 
     scores = dict(base)

@@ -208,3 +208,16 @@ def test_the_shortlist_follows_lines_added_and_removed_outside_a_transaction():
     assert set(found()) == {first.pk, second.pk}
     delete_message(profile=profile, mid=first.mid, hard=True, force=True)
     assert found() == [second.pk]
+
+
+def test_a_question_naming_a_speaker_ranks_when_nearest_lines_fall_below_the_floor():
+    """The speaker boost applies to scored lines only: a nearest line under the cosine floor is
+    fetched but not scored, and must not break the ranking (found by CI's LoCoMo run)."""
+    profile = ProfileFactory()
+    _archive(profile, FILLER * 3)
+    said = _say(profile, 40, "Caroline went to the pottery class on Tuesday.")
+    hits = rank_messages(
+        profile_id=profile.pk, query="When did Caroline go to the pottery class?", limit=5,
+        speaker_names={"caroline": "user"},
+    )
+    assert said.pk in [h.message_id for h in hits]
