@@ -329,28 +329,6 @@
   document.addEventListener("touchmove", cancelPress, { passive: true });
   document.addEventListener("touchcancel", cancelPress, { passive: true });
 
-  // Favourite the selected part of a line (C2): the selection inside that line's text, if any,
-  // becomes the excerpt; otherwise the whole line is favourited.
-  var lastSelection = { mid: "", text: "" };
-  document.addEventListener("selectionchange", function () {
-    var sel = window.getSelection();
-    if (!sel || sel.isCollapsed || !sel.anchorNode) { return; }
-    var node = sel.anchorNode.nodeType === 1 ? sel.anchorNode : sel.anchorNode.parentElement;
-    var content = node && node.closest ? node.closest("article.msg .content") : null;
-    if (!content) { return; }
-    lastSelection = { mid: content.closest("article.msg").getAttribute("data-mid") || "", text: sel.toString() };
-  });
-
-  document.addEventListener("htmx:configRequest", function (evt) {
-    var form = evt.detail.elt;
-    if (!form || !form.classList || !form.classList.contains("fav-form")) { return; }
-    var article = form.closest("article.msg");
-    if (!article || evt.detail.parameters.excerpt) { return; }
-    if (lastSelection.mid === article.getAttribute("data-mid") && lastSelection.text.trim()) {
-      evt.detail.parameters.excerpt = lastSelection.text.trim();
-    }
-  });
-
   function articleFor(mid) { return mid ? document.getElementById("msg-" + mid) : null; }
 
   document.body.addEventListener("message-hidden", function (evt) {
