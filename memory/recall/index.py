@@ -275,20 +275,24 @@ def _bm25_postgresql(
     return sql, [profile_id, *terms, profile_id, profile_id, query, *span, k1 + 1, k1, b, b, limit]
 
 
+def _documents(where: str, params: list) -> list[Candidate]:
+    """Indexed messages matching `where` (over `d`, the document, and `m`, its message), score 0."""
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT {_DOC_COLUMNS} FROM memory_recalldocument d JOIN memory_message m ON m.id = d.message_id"
+            f" WHERE {where}",
+            params,
+        )
+        rows = cursor.fetchall()
+    return [Candidate(mid, 0.0, pos, sid, sp, day, toks.split()) for mid, pos, sid, sp, day, toks in rows]
+
+
 def documents_at(profile_id: int, positions: Iterable[int]) -> list[Candidate]:
     """The profile's indexed messages at these positions (neighbours of hits), score 0."""
     wanted = sorted(set(positions))
     if not wanted:
         return []
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT {_DOC_COLUMNS} FROM memory_recalldocument d WHERE d.profile_id = %s AND d.pos IN ("
-            + ", ".join(["%s"] * len(wanted))
-            + ")",
-            [profile_id, *wanted],
-        )
-        rows = cursor.fetchall()
-    return [Candidate(mid, 0.0, pos, sid, sp, day, toks.split()) for mid, pos, sid, sp, day, toks in rows]
+    return _documents("d.profile_id = %s AND d.pos IN (" + ", ".join(["%s"] * len(wanted)) + ")", [profile_id, *wanted])
 
 
 def documents_for(message_ids: Iterable[int]) -> list[Candidate]:
@@ -296,15 +300,8 @@ def documents_for(message_ids: Iterable[int]) -> list[Candidate]:
     wanted = sorted(set(message_ids))
     if not wanted:
         return []
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT {_DOC_COLUMNS} FROM memory_recalldocument d JOIN memory_message m ON m.id = d.message_id"
-            " WHERE m.deleted_at IS NULL" + legacy_sql("m") + " AND d.message_id IN ("
-            + ", ".join(["%s"] * len(wanted)) + ")",
-            wanted,
-        )
-        rows = cursor.fetchall()
-    return [Candidate(mid, 0.0, pos, sid, sp, day, toks.split()) for mid, pos, sid, sp, day, toks in rows]
+    where = "m.deleted_at IS NULL" + legacy_sql("m") + " AND d.message_id IN (" + ", ".join(["%s"] * len(wanted)) + ")"
+    return _documents(where, wanted)
 
 
 def terms_containing(profile_id: int, character: str, limit: int = 200) -> dict[str, int]:
