@@ -31,7 +31,7 @@ class ChatInTheBrowser(LiveChatServer):
             browser = p.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
             page = browser.new_page(viewport={"width": 390, "height": 800})
             log_in(page, self.live_server_url, "ana", "pw-ana-12345")
-            page.wait_for_function("() => document.querySelector('[ws-connect]') && htmx")
+            page.wait_for_function("() => window.htmx && document.querySelector('[ws-connect]')")
             page.wait_for_timeout(300)  # let the socket open
             # Record every text the reply shows while it streams.
             page.evaluate(
