@@ -9,6 +9,7 @@ import asyncio
 import contextlib
 import logging
 import secrets
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -45,6 +46,7 @@ Send = Callable[[str], Awaitable[None]]
 RECENT_TURNS = 12  # messages of the current slice replayed as chat turns (bounded, O2)
 SAVE_RETRY_SECONDS = [2.0, 15.0, 60.0]  # A3: when an unsaved line (and its reply) is tried again
 MAX_TEXT = 8000  # characters in one user message
+BACKGROUND_TURN_WAIT = 120.0  # seconds a no-JS image reply waits for a turn in flight (S3)
 
 
 class BadFrame(ValueError):
@@ -398,7 +400,21 @@ def reply_in_background(profile_id: int, mid: str) -> None:
     async def send(html: str) -> None:
         await apush(profile, html)
 
-    async_to_sync(handle_reply)(profile, {"mid": mid}, send)
+    # One turn per profile (S3), as on the socket: wait a little for a reply in flight in a tab
+    # to finish; if it does not, the image stays archived and the next message continues from it.
+    deadline = time.monotonic() + BACKGROUND_TURN_WAIT
+    while not guard.take_turn(profile):
+        if time.monotonic() >= deadline:
+            log.info("profile %s busy for %ss; no reply to %s", profile_id, BACKGROUND_TURN_WAIT, mid)
+            async_to_sync(send)(notice(
+                gettext_lazy("Your companion was busy with another reply, so your image got no answer of its own. It is saved; your next message continues from it."),
+                lang=profile.language))
+            return
+        time.sleep(0.5)
+    try:
+        async_to_sync(handle_reply)(profile, {"mid": mid}, send)
+    finally:
+        guard.release_turn(profile)
 
 
 async def handle_retry(profile: Profile, data: dict, send: Send, *, stop: asyncio.Event | None = None) -> None:

@@ -14,6 +14,7 @@ from PIL import Image
 
 from memory.deletion import hard_delete_message
 from memory.models import Message
+from previously.chat import guard, turn
 from previously.llm import reset_provider
 from previously.llm.openai_compat import OpenAICompatible
 from tests.factories import MessageFactory, ProfileFactory, UserFactory
@@ -134,6 +135,28 @@ def test_without_javascript_the_upload_redirects_and_the_reply_is_there_at_the_n
         ("user", "image", "from a plain form"), ("assistant", "text", "Nice picture."),
     ]
     assert "Nice picture." in logged_in.get(reverse("home")).content.decode()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_background_reply_takes_the_profiles_turn_and_gives_it_back_s3(logged_in, profile, llm_server, llm_provider):
+    llm_server.script(Turn(chunks=["Seen."]))
+    upload(logged_in, png(), htmx=False)
+    profile.refresh_from_db()
+    assert profile.turn_until is None  # released after the reply
+    assert len(llm_server.requests) == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_background_reply_waits_for_a_turn_in_flight_and_never_runs_two_s3(
+        logged_in, profile, llm_server, llm_provider, monkeypatch):
+    monkeypatch.setattr(turn, "BACKGROUND_TURN_WAIT", 0.0)
+    assert guard.take_turn(profile)  # a reply streaming in another tab
+    llm_server.script(Turn(chunks=["Should not be asked."]))
+    response = upload(logged_in, png(), htmx=False, text="while busy")
+    assert response.status_code == 302
+    assert list(Message.objects.values_list("speaker", "content")) == [("user", "while busy")]
+    assert llm_server.requests == []
+    guard.release_turn(profile)
 
 
 @pytest.mark.django_db
