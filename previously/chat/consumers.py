@@ -32,6 +32,7 @@ TURN_ACTIONS = {
 }
 take_turn = db_call(guard.take_turn)
 release_turn = db_call(guard.release_turn)
+renew_turn = db_call(guard.renew_turn)
 
 
 @db_call
@@ -208,12 +209,14 @@ class ChatConsumer(AsyncWebsocketConsumer):
 
     async def _run_turn(self, handler, data: dict) -> None:
         stop = guard.Running.start(self.profile.pk)
+        keeper = asyncio.create_task(guard.keep_turn(self.profile, renew_turn))
         released = False
 
         async def release() -> None:
             nonlocal released
             if not released:
                 released = True
+                keeper.cancel()
                 guard.Running.finish(self.profile.pk, stop)
                 await release_turn(self.profile)
 

@@ -4,8 +4,8 @@
   than PREVIOUSLY_WS_RATE_FRAMES frames in PREVIOUSLY_WS_RATE_SECONDS (a sliding window of at
   most that many timestamps: its memory is bounded). A refused frame is dropped, never queued.
 - `take_turn` / `release_turn`: one turn in flight per profile, across tabs and server
-  processes, as a lease on the profile row taken by one conditional UPDATE (a crashed process's
-  lease runs out after TURN_LEASE).
+  processes, as a lease on the profile row taken by one conditional UPDATE and renewed by
+  `keep_turn` while the turn runs, so a crashed process's lease runs out after TURN_LEASE.
 - `Running`: the turns in flight in this process, by profile, each with its stop event. A stop
   from any tab reaches the process holding the turn through the profile's group.
 """
@@ -24,7 +24,8 @@ from django.utils import timezone
 
 from memory.models import Profile
 
-TURN_LEASE = timedelta(minutes=5)  # longer than any model call (DEFAULT_TIMEOUT) plus archiving
+TURN_LEASE = timedelta(seconds=60)  # how long a crashed process's turn can block its profile
+TURN_RENEW_SECONDS = 20.0  # a running turn renews its lease this often (well inside TURN_LEASE)
 
 
 @dataclass
@@ -72,6 +73,18 @@ def take_turn(profile: Profile) -> bool:
 
 def release_turn(profile: Profile) -> None:
     Profile.objects.filter(pk=profile.pk).update(turn_until=None)
+
+
+def renew_turn(profile: Profile) -> None:
+    """Push a held lease's end out by TURN_LEASE (sync: run in db_call); a released one stays free."""
+    Profile.objects.filter(pk=profile.pk, turn_until__isnull=False).update(turn_until=timezone.now() + TURN_LEASE)
+
+
+async def keep_turn(profile: Profile, renew: Callable[[Profile], Awaitable[None]]) -> None:
+    """Renew the profile's lease every TURN_RENEW_SECONDS until cancelled (when the turn ends)."""
+    while True:
+        await asyncio.sleep(TURN_RENEW_SECONDS)
+        await renew(profile)
 
 
 class Running:

@@ -411,8 +411,16 @@ def reply_in_background(profile_id: int, mid: str) -> None:
                 lang=profile.language))
             return
         time.sleep(0.5)
+
+    async def reply() -> None:
+        keeper = asyncio.create_task(guard.keep_turn(profile, db_call(guard.renew_turn)))
+        try:
+            await handle_reply(profile, {"mid": mid}, send)
+        finally:
+            keeper.cancel()
+
     try:
-        async_to_sync(handle_reply)(profile, {"mid": mid}, send)
+        async_to_sync(reply)()
     finally:
         guard.release_turn(profile)
 

@@ -105,6 +105,30 @@ async def test_a_crashed_process_lease_runs_out(profile):
     assert await database_sync_to_async(guard.take_turn)(profile)
 
 
+async def test_a_running_turn_renews_its_lease_so_a_short_lease_only_bounds_a_crash(
+        connect, user, profile, llm_server, llm_provider, monkeypatch):
+    """S3: the lease is short (a crashed process blocks the profile at most TURN_LEASE) because a
+    live turn keeps renewing it; a reply longer than the lease still holds the profile."""
+    monkeypatch.setattr(guard, "TURN_LEASE", timedelta(seconds=1))
+    monkeypatch.setattr(guard, "TURN_RENEW_SECONDS", 0.2)
+    llm_server.script(SLOW)  # 40 chunks × 0.15 s ≈ 6 s, far past the 1 s lease
+    first = await connect(user)
+    second = await connect(user)
+    await first.send("a long one", mid=new_mid(1))
+    await first_token(first)
+    await asyncio.sleep(2.5)
+    assert await lease(profile) > timezone.now()  # renewed, not run out
+    await second.send("meanwhile", mid=new_mid(2))
+    assert "still answering" in await second.ws.receive_from(timeout=5)
+    await first.frames_until_reply()
+    assert await lease(profile) is None
+
+
+def test_the_real_lease_bounds_a_crash_to_a_minute():
+    assert guard.TURN_LEASE <= timedelta(minutes=1)
+    assert guard.TURN_RENEW_SECONDS * 2 < guard.TURN_LEASE.total_seconds()
+
+
 async def test_a_frame_over_the_size_limit_is_refused_with_a_notice(connect, user, profile, llm_server, llm_provider, settings):
     settings.PREVIOUSLY_WS_MAX_FRAME_BYTES = 4096
     chat = await connect(user)
