@@ -295,7 +295,7 @@ def delete_slice(slice_: Slice, *, keep_replies: bool = False, drop_lines: Itera
         pairs = [(m, _cascade_plan(m)) for m in messages]
         result = _forget_messages(
             slice_.profile_id, pairs, replies=plan.replies, keep_replies=keep_replies,
-            drop_lines=set(drop_lines), anchor=slice_.key,
+            drop_lines=set(drop_lines), anchor=slice_.key, cited={slice_.ref},
         )
         result.mid = slice_.key
         # Runs keep their (scrubbed) record; the slice's snapshot and log go with the row.
@@ -305,9 +305,12 @@ def delete_slice(slice_: Slice, *, keep_replies: bool = False, drop_lines: Itera
 
 
 def _forget_messages(profile_id: int, pairs: list[tuple[Message, _Plan]], *, replies: list[Message],
-                     keep_replies: bool, drop_lines: set[str], anchor: str) -> Deletion:
+                     keep_replies: bool, drop_lines: set[str], anchor: str,
+                     cited: set[str] = frozenset()) -> Deletion:
     """The body of every hard delete: the cascade of each message, the quoting replies, and the
-    words of all of them out of every derived layer. Runs inside the caller's transaction."""
+    words of all of them out of every derived layer. Runs inside the caller's transaction.
+    Card lines citing the messages' conversations, or `cited` (a conversation deleted whole,
+    even with no line left), go when the person chose them."""
     now = timezone.now()
     tombs: list[Tombstone] = []
     uncited: list[str] = []
@@ -322,7 +325,7 @@ def _forget_messages(profile_id: int, pairs: list[tuple[Message, _Plan]], *, rep
     quotes = Quotes(_persons_words(gone), common=common)
     records = Quotes(_persons_words(gone), whole=[m.content for m in gone if m.speaker != Message.Speaker.USER],
                      common=common)
-    slice_refs_ = {m.slice.ref for m, _ in pairs}
+    slice_refs_ = {m.slice.ref for m, _ in pairs} | set(cited)
     done_exps: set[int] = set()
     for message, plan in todo:
         for experience in plan.experiences_uncited:

@@ -224,7 +224,7 @@ def _describe(before: ParsedCard, after: ParsedCard, verb, gone, added, attr):
     elif verb == "portrait":
         summary = "You rewrote the portrait"
         if after.portrait:
-            added_.append({"section": "Past", "words": after.portrait, "text": after.portrait})
+            added_.append({"section": "Past", "part": "portrait", "words": after.portrait, "text": after.portrait})
     elif verb == "removed":
         summary = f"You removed from {gone[0].section}: {gone[0].words}"
     elif verb == "edited":

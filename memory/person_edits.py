@@ -37,6 +37,7 @@ class Change:
     words: str
     at: datetime
     trigger: str
+    part: str = ""  # "portrait" for the Past portrait the person wrote; "" for a card line
 
 
 def person_changes(profile: Profile, *, limit: int = 40) -> list[Change]:
@@ -51,7 +52,8 @@ def person_changes(profile: Profile, *, limit: int = 40) -> list[Change]:
                 for item in step.get(kind) or []:
                     if isinstance(item, dict) and item.get("words"):
                         out.append(Change(kind, str(item.get("section", "")), str(item["words"]),
-                                          run.finished_at or run.created_at, run.trigger))
+                                          run.finished_at or run.created_at, run.trigger,
+                                          str(item.get("part", ""))))
     return out[:limit]
 
 
@@ -67,6 +69,42 @@ def _similar(a: str, b: str) -> bool:
         return True
     ta, tb = _tokens(a), _tokens(b)
     return bool(ta and tb) and len(ta & tb) / min(len(ta), len(tb)) >= 0.7
+
+
+def _keeps(text: str, theirs: str) -> bool:
+    """Whether `text` still says what the person wrote in `theirs`: it contains it, or holds
+    most of its words (unlike `_similar`, a shorter text that drops most of theirs does not)."""
+    t, w = text.strip().casefold(), theirs.strip().casefold()
+    if not t or not w:
+        return False
+    if w in t:
+        return True
+    mine, kept = _tokens(theirs), _tokens(text)
+    return bool(mine) and len(mine & kept) / len(mine) >= 0.7
+
+
+def _portrait_refusal(card: Card, words: object, newest: datetime | None, changes: list[Change]) -> str | None:
+    """set_portrait over the portrait the person wrote: refused unless the new one keeps
+    their text or the call cites a conversation newer than their edit."""
+    current = card.portrait or ""
+    new = words if isinstance(words, str) else ""
+    for change in changes:
+        if change.kind != "added" or change.part != "portrait":
+            continue
+        if not _keeps(current, change.words) or _keeps(new, change.words):
+            continue
+        if newest is None or newest <= change.at:
+            return (
+                f"the person wrote the Past portrait by hand on {change.at:%Y-%m-%d} "
+                f"(“{_cut(change.words)}”); keep their words in the new portrait, or leave it, "
+                "unless a conversation after that says otherwise — cite that newer slice in refs"
+            )
+    return None
+
+
+def _cut(text: str, limit: int = 120) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _newest_ref_time(profile: Profile, refs) -> datetime | None:
@@ -91,6 +129,8 @@ def rewrite_refusal(profile: Profile, card: Card, name: str, arguments: dict,
                     f"the person removed “{change.words}” from the card on {change.at:%Y-%m-%d}; "
                     "do not write it back unless a conversation after that says so — cite that newer slice in refs"
                 )
+    if name == "set_portrait":
+        return _portrait_refusal(card, words, newest, changes)
     attr = _INDEX_OF.get(name)
     index = arguments.get("index")
     target = None

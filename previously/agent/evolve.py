@@ -368,7 +368,8 @@ def briefing(run: EvolutionRun, card: Card) -> str:
         parts.append(
             "The person's own changes to the card — respect them; the tools refuse to undo them "
             "without a newer conversation in refs:\n"
-            + "\n".join(f"- {c.at:%Y-%m-%d} {c.kind} ({c.section}): {c.words}" for c in changes)
+            + "\n".join(f"- {c.at:%Y-%m-%d} {c.kind} ({c.section}{' portrait' if c.part else ''}): {c.words}"
+                        for c in changes)
         )
     parts.append("Card usage:\n" + usage(card))
     found = flags(card, today=today)

@@ -68,7 +68,7 @@ ARGUMENTS: dict[str, dict] = {
 
 DESCRIPTIONS = {
     "set_identity": "Set one Identity line; max 8.",
-    "set_portrait": "Rewrite the Past portrait (third person, max 2400 chars).",
+    "set_portrait": "Rewrite the Past portrait (third person, max 2400 chars); refs optional.",
     "add_anchor_fact": "Add a Past anchor fact still true in 3 years; max 8.",
     "remove_anchor_fact": "Remove Past anchor fact `index`.",
     "add_now": "Add a Now item with since date; max 5.",
@@ -118,6 +118,7 @@ class Tool:
     description: str
     arguments: tuple[str, ...]
     handler: Callable[[Context, dict[str, Any]], Outcome]
+    optional: tuple[str, ...] = ()  # arguments the model may leave out
 
     def schema(self) -> dict:
         return {
@@ -127,7 +128,7 @@ class Tool:
                 "description": self.description,
                 "parameters": {
                     "type": "object",
-                    "properties": {a: ARGUMENTS[a] for a in self.arguments},
+                    "properties": {a: ARGUMENTS[a] for a in (*self.arguments, *self.optional)},
                     "required": list(self.arguments),
                     "additionalProperties": False,
                 },
@@ -180,11 +181,20 @@ def dispatch(ctx: Context, name: str, raw_arguments: str) -> Outcome:
 # --- card mutations, straight from memory.card ---------------------------------------------
 
 
+# Mutations whose card text carries no refs but which may cite newer slices as evidence for
+# changing what the person wrote by hand (K16: the portrait); the refs only reach
+# rewrite_refusal. (The index-based removals could take them too; the small models' schema
+# budget, issue 19, keeps them out until one needs it.)
+EVIDENCE_ONLY_REFS = ("set_portrait",)
+
+
 def _mutation_handler(name: str) -> Callable[[Context, dict], Outcome]:
     def handle(ctx: Context, arguments: dict) -> Outcome:
         refusal = rewrite_refusal(ctx.profile, ctx.card, name, arguments)  # D7, K16: the person's say
         if refusal:
             return Outcome(False, f"refused: {refusal}", mutation=True)
+        if name in EVIDENCE_ONLY_REFS:
+            arguments = {k: v for k, v in arguments.items() if k != "refs"}
         result = apply_tool(ctx.card, name, arguments, refs_exist=ctx.refs_exist)
         if result.accepted:
             ctx.card = result.card
@@ -196,7 +206,8 @@ def _mutation_handler(name: str) -> Callable[[Context, dict], Outcome]:
 
 
 for _name in MUTATIONS:
-    register(Tool(_name, DESCRIPTIONS[_name], tool_arguments(_name), _mutation_handler(_name)))
+    register(Tool(_name, DESCRIPTIONS[_name], tool_arguments(_name), _mutation_handler(_name),
+                  optional=("refs",) if _name in EVIDENCE_ONLY_REFS else ()))
 
 
 # --- reading --------------------------------------------------------------------------------

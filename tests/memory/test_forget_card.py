@@ -12,7 +12,7 @@ from memory.card import parse, render
 from memory.card.format import Card as ParsedCard
 from memory.card.format import Fact
 from memory.card.lines import card_lines
-from memory.deletion import HasRefs, delete_message, message_refs
+from memory.deletion import HasRefs, delete_message, delete_slice, message_refs, slice_refs
 from memory.models import Card, EvolutionRun, Message
 from memory.person_edits import person_changes, rewrite_refusal
 from memory.quotes import Quotes
@@ -108,3 +108,15 @@ def test_everyday_wording_the_person_uses_elsewhere_is_not_a_quote(profile):
     assert [r["kind"] for r in message_refs(said)] == []
     delete_message(profile=profile, mid=said.mid, hard=True)
     assert Message.objects.get(slice=slice_).content == "I don't know what to tell you, sleep on it?"
+
+
+def test_a_conversation_deleted_whole_takes_the_chosen_citing_lines_even_with_no_line_left(profile):
+    slice_ = make_slice(profile)  # its lines were deleted one by one before
+    card_citing(profile, slice_.ref, "Moving to Lyon for a new job", "Close to her sister")
+    assert [r["kind"] for r in slice_refs(slice_)] == ["card", "card"]
+    lyon = next(line.key for line in card_lines(parse(Card.objects.get(profile=profile).text)) if "Lyon" in line.text)
+
+    result = delete_slice(slice_, drop_lines=[lyon])
+
+    assert [f.text for f in parse(Card.objects.get(profile=profile).text).facts] == ["Close to her sister"]
+    assert result.card_lines_removed == ["Moving to Lyon for a new job — refs: [2026/08/17/0515]"]

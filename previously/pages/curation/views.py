@@ -48,6 +48,7 @@ from previously.pages.curation.forms import (
     RelationForm,
     label_of,
 )
+from previously.pages.forget_refs import refs_context
 from previously.pages.safe_urls import local_path
 
 ACTIONS_PARTIAL = "curation/message_actions.html#actions"
@@ -78,17 +79,8 @@ def message_list(request, profile_key):
     return render(request, "curation/messages.html", {"profile": profile, "page": page})
 
 
-def _refs_context(refs) -> dict:
-    refs = refs or []
-    return {
-        "refs": refs,
-        "has_replies": any(r["kind"] == "reply" for r in refs),
-        "has_card_lines": any(r["kind"] == "card" for r in refs),
-    }
-
-
 def _actions(request, profile, message, *, notice="", refs=None, status=200, gone=False):
-    context = {"profile": profile, "message": message, "notice": notice, "gone": gone, **_refs_context(refs)}
+    context = {"profile": profile, "message": message, "notice": notice, "gone": gone, **refs_context(refs)}
     return render(request, ACTIONS_PARTIAL, context, status=status)
 
 
@@ -158,7 +150,7 @@ def delete(request, profile_key, mid):
         if request.htmx:
             return _actions(request, profile, message, refs=refused.refs)
         context = {"profile": profile, "message": message, "next": local_path(request.POST.get("next")) or "",
-                   **_refs_context(refused.refs)}
+                   **refs_context(refused.refs)}
         return render(request, "curation/delete_confirm.html", context, status=409)
     if request.htmx:
         response = _actions(request, profile, None, notice="Deleted for good", gone=True)

@@ -1,16 +1,21 @@
 """A slice's page (K13, S2): its full transcript, the card at its end (K12), its card update
 runs and its cognitive log. Readable without JavaScript."""
 
+from django.contrib import messages as flash
 from django.contrib.auth.decorators import login_required
-from django.shortcuts import get_object_or_404, render
+from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.translation import ngettext
+from django.views.decorators.http import require_http_methods
 
 from memory.clock import local_clock
+from memory.deletion import delete_slice, slice_refs
 from memory.models import CardSnapshot, EvolutionRun, Message, Profile, Slice
 from memory.models.archive import DEFAULT_PROFILE_KEY
 from previously.pages.card_display import card_sections
 from previously.pages.current_profile import current_profile
+from previously.pages.forget_refs import refs_context
 
 
 @login_required
@@ -38,6 +43,41 @@ def slice_page(request, key: str):
             "neighbours": _neighbours(profile, slice_),
         },
     )
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def slice_delete(request, key: str):
+    """Delete a whole conversation for good (D6, D7): GET shows what goes with it and asks
+    about the citing card lines and the quoting replies; POST runs `memory.deletion.delete_slice`."""
+    profile = current_profile(request)
+    slice_ = get_object_or_404(Slice.objects.for_profile(profile), key=key)
+    lines = Message.objects.in_slice(slice_).count()
+    if request.method == "POST":
+        result = delete_slice(slice_, keep_replies=request.POST.get("keep_replies") == "1",
+                              drop_lines=request.POST.getlist("drop_line"))
+        notice = ngettext(
+            "Conversation %(ref)s and its %(n)d line were deleted for good.",
+            "Conversation %(ref)s and its %(n)d lines were deleted for good.", lines,
+        ) % {"ref": slice_.ref, "n": lines}
+        if result.card_lines_removed:
+            n = len(result.card_lines_removed)
+            notice += " " + ngettext("%(n)d line of the card went with it.",
+                                     "%(n)d lines of the card went with it.", n) % {"n": n}
+        flash.success(request, notice)
+        return redirect(reverse("timeline") + _profile_query(profile))
+    context = {
+        "profile": profile,
+        "slice": slice_,
+        "lines": lines,
+        "back": reverse("slice", args=[slice_.key]) + _profile_query(profile),
+        **refs_context(slice_refs(slice_)),
+    }
+    return render(request, "slices/delete.html", context)
+
+
+def _profile_query(profile: Profile) -> str:
+    return f"?profile={profile.key}"
 
 
 def _neighbours(profile: Profile, slice_: Slice) -> dict:

@@ -1,16 +1,30 @@
 """K16: the person corrects the card by hand — edit, remove, add, portrait, revert — through
 the validated mutations, each recorded as a run on the timeline and binding the agent."""
 
+import json
+from dataclasses import replace
+from datetime import timedelta
+
 import pytest
+from django.utils import timezone
 
 from memory.card import parse, render
 from memory.card.format import Card as ParsedCard
 from memory.card.format import Fact, IdentityLine, NowItem
 from memory.card.lines import card_lines
 from memory.card.store import refs_resolver, snapshot_slice
-from memory.hand_edits import CardMoved, EditRefused, add_line, edit_line, remove_line, revert_to
+from memory.hand_edits import (
+    CardMoved,
+    EditRefused,
+    add_line,
+    edit_line,
+    remove_line,
+    revert_to,
+    set_portrait,
+)
 from memory.models import Card, EvolutionRun
 from memory.person_edits import rewrite_refusal
+from previously.agent.evolve import briefing, create_run
 from previously.agent.tools import Context, dispatch
 from tests.csp import assert_csp_clean
 from tests.previously.agent.helpers import make_slice
@@ -84,6 +98,45 @@ def test_the_agent_may_not_undo_a_hand_edit_without_newer_evidence(profile, card
     assert rewrite_refusal(profile, card, "add_anchor_fact", {"text": "Plays the cello", "refs": [REF]}) is None
     fake = dispatch(ctx, "add_now", '{"text": "Busy", "refs": ["you"], "since": "2026-08-17"}')
     assert not fake.accepted and "[you]" in fake.message  # only the person cites the person
+
+
+MINE = "Mei moved to Lyon for the pottery school and calls the cat Tofu her flatmate."
+
+
+def test_the_agent_may_not_rewrite_the_portrait_the_person_wrote(profile, carded):
+    set_portrait(profile, version=1, text=MINE)
+    card = parse(Card.objects.get(profile=profile).text)
+    ctx = Context(profile=profile, card=card, refs_exist=refs_resolver(profile))
+    other = "Mei is an engineer who lives in Paris."
+
+    over = dispatch(ctx, "set_portrait", json.dumps({"text": other}))
+    assert not over.accepted and "the person wrote the Past portrait by hand" in over.message
+    assert "Mei moved to Lyon for the pottery school" in over.message and "newer slice" in over.message
+    old = dispatch(ctx, "set_portrait", json.dumps({"text": other, "refs": [carded.ref]}))
+    assert not old.accepted  # evidence older than their edit is no evidence
+    cut = dispatch(ctx, "set_portrait", json.dumps({"text": "Mei moved to Lyon."}))
+    assert not cut.accepted  # a shorter portrait that drops most of their words is a rewrite
+    assert ctx.card.portrait == MINE and not ctx.accepted
+
+    kept = MINE + " She teaches a class on Thursdays."
+    assert dispatch(ctx, "set_portrait", json.dumps({"text": kept})).accepted  # their words stay
+    reworded = "She moved to Lyon for the pottery school; Mei calls Tofu the cat her flatmate."
+    assert rewrite_refusal(profile, ctx.card, "set_portrait", {"text": reworded}) is None
+    assert rewrite_refusal(profile, ctx.card, "set_portrait", {"text": other})  # still theirs inside
+
+    at = timezone.now().replace(second=0, microsecond=0) + timedelta(minutes=2)
+    later = make_slice(profile, key=at.strftime("%Y-%m-%d-%H%M"), lines=[("user", "I'm in Paris now, engineering")], at=at)
+    newer = dispatch(ctx, "set_portrait", json.dumps({"text": other, "refs": [later.ref]}))
+    assert newer.accepted and ctx.card.portrait == other
+    assert ctx.accepted[-1] == ("set_portrait", {"text": other})  # the evidence is not card text
+    assert f"added (Past portrait): {MINE}" in briefing(create_run(profile=profile, slice_=later, trigger="manual"), card)
+
+
+def test_a_portrait_the_agent_wrote_or_a_fact_inside_it_binds_nothing(profile, carded):
+    add_line(profile, version=1, attr="facts", text="Calls the cat Tofu her flatmate")
+    card = parse(Card.objects.get(profile=profile).text)
+    card = replace(card, portrait=MINE)
+    assert rewrite_refusal(profile, card, "set_portrait", {"text": "Mei is an engineer."}) is None
 
 
 def test_the_card_page_edits_without_javascript(logged_in, profile, carded):
