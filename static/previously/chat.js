@@ -348,3 +348,92 @@
     }
   });
 })();
+
+// --- Issue 17 point 7: conversations at hand. The list is open beside the chat on wide screens
+// (closed on phones); a past conversation opens in place (htmx into #past) and "Back to now"
+// (or sending a line) returns to the live one. The item on view is marked aria-current.
+(function () {
+  "use strict";
+
+  var WIDE = "(min-width: 48rem)";
+
+  function past() { return document.getElementById("past"); }
+  function panel() { return document.getElementById("conversations"); }
+
+  function mark(key) {
+    var links = document.querySelectorAll("#conversation-list .conversation > a");
+    for (var i = 0; i < links.length; i++) {
+      var item = links[i].parentElement;
+      if (key && item.dataset.key === key) { links[i].setAttribute("aria-current", "true"); }
+      else { links[i].removeAttribute("aria-current"); }
+    }
+  }
+
+  function nowKey() {
+    var list = document.getElementById("conversation-list");
+    return list ? list.dataset.now || "" : "";
+  }
+
+  function shownKey() {
+    var view = document.querySelector("#past > .past-view");
+    return view ? view.dataset.key : nowKey();
+  }
+
+  function closeOnPhone() {
+    var details = panel();
+    if (details && !window.matchMedia(WIDE).matches) { details.open = false; }
+  }
+
+  function backToNow(focusComposer) {
+    var box = past();
+    if (box) { box.textContent = ""; }
+    mark(nowKey());
+    closeOnPhone();
+    var list = document.getElementById("messages");
+    if (list) { list.scrollTop = list.scrollHeight; }
+    if (focusComposer) {
+      var composer = document.getElementById("composer-text");
+      if (composer) { composer.focus(); }
+    }
+  }
+
+  function init() {
+    var details = panel();
+    if (details && window.matchMedia && window.matchMedia(WIDE).matches) { details.open = true; }
+  }
+  if (document.readyState !== "loading") { init(); } else { document.addEventListener("DOMContentLoaded", init); }
+
+  document.addEventListener("click", function (evt) {
+    var link = evt.target.closest ? evt.target.closest(".chat-layout a.back-to-now") : null;
+    if (!link || evt.ctrlKey || evt.metaKey || evt.shiftKey || evt.button !== 0) { return; }
+    evt.preventDefault();
+    backToNow(true);
+  });
+
+  document.addEventListener("htmx:afterSwap", function (evt) {
+    var target = evt.detail && evt.detail.target;
+    if (!target) { return; }
+    if (target.id === "past") {
+      mark(shownKey());
+      closeOnPhone();
+      target.scrollTop = 0;
+      var title = target.querySelector(".past-title");
+      if (title) { title.focus({ preventScroll: true }); }
+    } else if (target.closest && target.closest("#conversation-list")) {
+      mark(shownKey());
+    }
+  });
+  // "More conversations" swaps its own <li> (outerHTML): the new items are marked after.
+  document.addEventListener("htmx:afterSettle", function (evt) {
+    var target = evt.detail && evt.detail.target;
+    if (target && !document.body.contains(target)) { mark(shownKey()); }
+  });
+
+  // A line sent while a past conversation is on view goes to now, and so does the view.
+  document.addEventListener("htmx:wsConfigSend", function (evt) {
+    var form = evt.target.closest ? evt.target.closest("form") : null;
+    if (form && form.id === "composer" && !evt.defaultPrevented && document.querySelector("#past > .past-view")) {
+      backToNow(false);
+    }
+  });
+})();

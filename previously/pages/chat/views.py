@@ -1,9 +1,13 @@
 """The chat page (function views branching on request.htmx, STYLE 5-7)."""
 
+import re
+
 from django.conf import settings
 from django.contrib import messages as flash
 from django.contrib.auth.decorators import login_required
 from django.core.files.storage import default_storage
+from django.db.models import Count, OuterRef, Q, Subquery
+from django.db.models.functions import Substr
 from django.http import FileResponse, Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -13,8 +17,8 @@ from django.views.decorators.http import require_POST
 from memory.archive import MidConflict, MidTombstoned
 from memory.curation import HighlightRefused, add_favourite, remove_favourite
 from memory.images import ImageRefused, sniff, store_image_message, stored_path
-from memory.models import Experience, Favourite, Highlight, Message, Profile
-from memory.models.archive import USER_MID_RE
+from memory.models import Experience, Favourite, Highlight, Message, Profile, Slice
+from memory.models.archive import SLICE_KEY_PATTERN, USER_MID_RE
 from previously.agent.lifecycle import archive_line
 from previously.agent.lifecycle import new_conversation as start_new_conversation
 from previously.chat.turn import mark_alternatives, reply_in_background
@@ -23,6 +27,9 @@ from previously.pages.current_profile import current_profile
 from previously.pages.safe_urls import local_path
 
 PAGE_SIZE = 30
+CONVERSATIONS_PAGE = 30  # conversations listed in the side panel per page (issue 17 point 7)
+FIRST_WORDS = 80  # characters of a conversation's first line shown in the list
+PAST_LINES = 300  # lines of a past conversation shown in place; the rest are on its page
 
 
 def archive_page(profile: Profile, *, before: str | None = None) -> tuple[list[Message], str | None]:
@@ -49,10 +56,56 @@ def _mark_retryable(page: list[Message]) -> None:
             message.can_retry = following is None or following.speaker == Message.Speaker.USER
 
 
+def conversations_page(profile: Profile, *, before: str = "") -> tuple[list[Slice], str]:
+    """Issue 17 point 7: the profile's conversations (slices) newest first, CONVERSATIONS_PAGE at
+    a time (keyset on the key, which sorts as the local start minute), each with its count of
+    live lines (`n_lines`) and the first words of its first live line (`first_words`), and the
+    key to continue from ("" when there is no more). One query whatever the page's size."""
+    first = (
+        Message.objects.live().filter(slice=OuterRef("pk")).exclude(content="")
+        .order_by("created_at", "id").values("content")[:1]
+    )
+    slices = Slice.objects.for_profile(profile)
+    if before:
+        slices = slices.filter(key__lt=before)
+    rows = list(
+        slices.annotate(
+            n_lines=Count("messages", filter=Q(messages__deleted_at__isnull=True)),
+            first_words=Substr(Subquery(first), 1, FIRST_WORDS),
+        ).order_by("-key")[: CONVERSATIONS_PAGE + 1]
+    )
+    more = len(rows) > CONVERSATIONS_PAGE
+    rows = rows[:CONVERSATIONS_PAGE]
+    return rows, (rows[-1].key if more and rows else "")
+
+
+def _past(profile: Profile, key: str) -> dict:
+    """A past conversation to show in place of the live one: the slice and its first PAST_LINES
+    live lines, oldest first (`past_more`: it holds more)."""
+    slice_ = get_object_or_404(Slice.objects.for_profile(profile), key=key)
+    lines = list(Message.objects.in_slice(slice_).live().chronological()[: PAST_LINES + 1])
+    return {"past": slice_, "past_lines": lines[:PAST_LINES], "past_more": len(lines) > PAST_LINES}
+
+
+def _is_key(value: str) -> bool:
+    return bool(value) and re.match(SLICE_KEY_PATTERN, value) is not None
+
+
+def _shown_key(profile: Profile, past: Slice | None) -> str:
+    """The conversation marked in the list: the past one on view, else the open one (now)."""
+    if past is not None:
+        return past.key
+    open_ = Slice.objects.for_profile(profile).open().order_by("-started_at").values_list("key", flat=True).first()
+    return open_ or ""
+
+
 @login_required
 def chat(request):
     profile = current_profile(request)
     page, older_than = archive_page(profile, before=request.GET.get("before") or None)
+    asked = request.GET.get("conversation", "")
+    past = _past(profile, asked) if _is_key(asked) else {}
+    conversations, more_before = conversations_page(profile)
     context = {
         "profile": profile,
         "page": page,
@@ -60,8 +113,44 @@ def chat(request):
         "lang": profile.language,
         "offline": get_provider().offline,
         "image_max_bytes": settings.PREVIOUSLY_IMAGE_MAX_BYTES,
+        "conversations": conversations,
+        "more_before": more_before,
+        "now_key": _shown_key(profile, None),
+        "shown_key": _shown_key(profile, past.get("past")),
+        **past,
     }
     return render(request, "chat/chat.html", context)
+
+
+@login_required
+def conversation(request, key: str):
+    """A past conversation shown in place of the live one (htmx); without JavaScript the chat
+    page itself shows it (?conversation=)."""
+    profile = current_profile(request)
+    if not _is_key(key):
+        raise Http404("no such conversation")
+    if not request.htmx:
+        return redirect(f"{reverse('home')}?profile={profile.key}&conversation={key}")
+    context = {"profile": profile, "lang": profile.language, **_past(profile, key)}
+    return render(request, "chat/chat.html#past", context)
+
+
+@login_required
+def conversations(request):
+    """The next older page of the side panel's list (htmx); without JavaScript the timeline
+    continues from the same key."""
+    profile = current_profile(request)
+    before = request.GET.get("before", "")
+    if not _is_key(before):
+        before = ""
+    if not request.htmx:
+        return redirect(f"{reverse('timeline')}?profile={profile.key}&before={before}")
+    rows, more_before = conversations_page(profile, before=before)
+    context = {
+        "profile": profile, "lang": profile.language, "conversations": rows, "more_before": more_before,
+        "shown_key": request.GET.get("shown", ""), "now_key": _shown_key(profile, None),
+    }
+    return render(request, "chat/chat.html#conversation_items", context)
 
 
 @login_required
