@@ -2,12 +2,13 @@
 item's ref links (to the slice page), usage against the limits, and flags (K12)."""
 
 from django.urls import reverse
-from django.utils.translation import gettext, pgettext, pgettext_lazy
+from django.utils.translation import gettext, ngettext, pgettext, pgettext_lazy
 
 from memory.card import detect_format, flags, limits, parse
 from memory.card.format import PERSON_REF
 from memory.card.lines import card_lines
-from memory.models import Profile
+from memory.hand_edits import parse_summary
+from memory.models import EvolutionRun, Profile
 from memory.models.archive import DEFAULT_PROFILE_KEY
 
 
@@ -30,6 +31,29 @@ IDENTITY_FIELDS = {
 
 def section_label(name: str) -> str:
     return str(SECTION_LABELS.get(name, name))
+
+
+def run_summary(run) -> str:
+    """A card update's summary as the pages show it: a hand edit's (stored in English, K16) in
+    the interface language; the agent's as it wrote it."""
+    parsed = parse_summary(run.summary) if run.trigger == EvolutionRun.Trigger.HAND else None
+    if parsed is None:
+        return run.summary
+    verb, f = parsed
+    if verb == "revert":
+        return ngettext(
+            "You restored the card as it was at the end of conversation %(slice)s (%(out)s line out, %(into)s in)",
+            "You restored the card as it was at the end of conversation %(slice)s (%(out)s lines out, %(into)s in)",
+            int(f["out"]),
+        ) % f
+    if verb == "portrait":
+        return gettext("You rewrote the portrait")
+    f = {**f, "section": section_label(f["section"])}
+    if verb == "removed":
+        return gettext("You removed from %(section)s: %(words)s") % f
+    if verb == "edited":
+        return gettext("You corrected %(section)s: “%(words)s” → “%(new)s”") % f
+    return gettext("You added to %(section)s: %(words)s") % f
 
 
 def slice_url(profile: Profile, ref: str) -> str:

@@ -24,7 +24,7 @@ from memory.models import (
     Relation,
     Slice,
 )
-from previously.pages.card_display import card_sections, section_label
+from previously.pages.card_display import card_sections, run_summary, section_label
 from previously.pages.current_profile import current_profile
 
 
@@ -89,7 +89,7 @@ def card_edit(request):
     except EditRefused as refused:
         flash.error(request, gettext("Not changed: %(reason)s") % {"reason": refused.reason})
         return redirect(back)
-    flash.success(request, gettext("Saved: %(summary)s") % {"summary": done.summary})
+    flash.success(request, gettext("Saved: %(summary)s") % {"summary": run_summary(done.run)})
     return redirect(back)
 
 

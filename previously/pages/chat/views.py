@@ -24,6 +24,7 @@ from previously.agent.lifecycle import new_conversation as start_new_conversatio
 from previously.chat.turn import mark_alternatives, reply_in_background
 from previously.llm import get_provider
 from previously.pages.current_profile import current_profile
+from previously.pages.refusals import refusal
 from previously.pages.safe_urls import local_path
 
 PAGE_SIZE = 30
@@ -276,11 +277,12 @@ def favourite_line(request, mid: str):
     try:
         fav = add_favourite(profile=profile, message=message, excerpt=request.POST.get("excerpt", ""))
     except HighlightRefused as refused:
-        fav, notice = None, gettext("Not saved: %(reason)s") % {"reason": refused.reason}
+        fav, notice = None, gettext("Not saved: %(reason)s") % {"reason": refusal(refused)}
     else:
         notice = gettext("Saved to favourites ★")
     if request.htmx:
-        context = {"message": message, "fav": fav, "fav_notice": notice, "lang": profile.language}
+        context = {"message": message, "fav": fav, "fav_notice": notice, "fav_kind": "ok" if fav else "error",
+                   "lang": profile.language}
         return render(request, "chat/chat.html#fav", context, status=200 if fav else 422)
     (flash.success if fav else flash.error)(request, notice)
     return redirect(f"{reverse('home')}#msg-{mid}")
@@ -294,7 +296,8 @@ def unfavourite_line(request, pk: int):
     message = fav.message
     remove_favourite(fav)
     if request.htmx:
-        context = {"message": message, "fav": None, "fav_notice": gettext("Removed from favourites"), "lang": profile.language}
+        context = {"message": message, "fav": None, "fav_notice": gettext("Removed from favourites"), "fav_kind": "ok",
+                   "lang": profile.language}
         return render(request, "chat/chat.html#fav", context)
     flash.success(request, gettext("Removed from favourites"))
     return redirect(request.POST.get("next") or f"{reverse('home')}#msg-{message.mid}")
