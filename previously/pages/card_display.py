@@ -11,7 +11,6 @@ from memory.hand_edits import parse_summary
 from memory.models import EvolutionRun, Profile
 from memory.models.archive import DEFAULT_PROFILE_KEY
 
-
 # The card's own words stay English (its format, SPEC K1); the pages name its sections and the
 # usual identity fields in the interface language.
 SECTION_LABELS = {

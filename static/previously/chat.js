@@ -387,6 +387,13 @@
   function backToNow(focusComposer) {
     var box = past();
     if (box) { box.textContent = ""; }
+    // A page opened on a past conversation (?conversation=) reloads as now from here on.
+    if (window.history && window.history.replaceState && /[?&]conversation=/.test(window.location.search)) {
+      var params = new URLSearchParams(window.location.search);
+      params.delete("conversation");
+      var query = params.toString();
+      window.history.replaceState(null, "", window.location.pathname + (query ? "?" + query : ""));
+    }
     mark(nowKey());
     closeOnPhone();
     var list = document.getElementById("messages");

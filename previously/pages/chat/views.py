@@ -92,10 +92,8 @@ def _is_key(value: str) -> bool:
     return bool(value) and re.match(SLICE_KEY_PATTERN, value) is not None
 
 
-def _shown_key(profile: Profile, past: Slice | None) -> str:
-    """The conversation marked in the list: the past one on view, else the open one (now)."""
-    if past is not None:
-        return past.key
+def _now_key(profile: Profile) -> str:
+    """The open conversation's key ("now"), "" when none is open."""
     open_ = Slice.objects.for_profile(profile).open().order_by("-started_at").values_list("key", flat=True).first()
     return open_ or ""
 
@@ -107,6 +105,7 @@ def chat(request):
     asked = request.GET.get("conversation", "")
     past = _past(profile, asked) if _is_key(asked) else {}
     conversations, more_before = conversations_page(profile)
+    now_key = _now_key(profile)
     context = {
         "profile": profile,
         "page": page,
@@ -116,8 +115,8 @@ def chat(request):
         "image_max_bytes": settings.PREVIOUSLY_IMAGE_MAX_BYTES,
         "conversations": conversations,
         "more_before": more_before,
-        "now_key": _shown_key(profile, None),
-        "shown_key": _shown_key(profile, past.get("past")),
+        "now_key": now_key,
+        "shown_key": past["past"].key if past else now_key,
         **past,
     }
     return render(request, "chat/chat.html", context)
@@ -149,7 +148,7 @@ def conversations(request):
     rows, more_before = conversations_page(profile, before=before)
     context = {
         "profile": profile, "lang": profile.language, "conversations": rows, "more_before": more_before,
-        "shown_key": request.GET.get("shown", ""), "now_key": _shown_key(profile, None),
+        "shown_key": request.GET.get("shown", ""), "now_key": _now_key(profile),
     }
     return render(request, "chat/chat.html#conversation_items", context)
 
