@@ -12,7 +12,7 @@ from django.http import FileResponse, Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.translation import gettext
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_GET, require_POST
 
 from memory.archive import MidConflict, MidTombstoned
 from memory.curation import HighlightRefused, add_favourite, remove_favourite
@@ -123,19 +123,22 @@ def chat(request):
 
 
 @login_required
+@require_GET
 def conversation(request, key: str):
     """A past conversation shown in place of the live one (htmx); without JavaScript the chat
     page itself shows it (?conversation=)."""
     profile = current_profile(request)
     if not _is_key(key):
         raise Http404("no such conversation")
+    past = _past(profile, key)  # another person's key is a 404 here too (P2)
     if not request.htmx:
         return redirect(f"{reverse('home')}?profile={profile.key}&conversation={key}")
-    context = {"profile": profile, "lang": profile.language, **_past(profile, key)}
+    context = {"profile": profile, "lang": profile.language, **past}
     return render(request, "chat/chat.html#past", context)
 
 
 @login_required
+@require_GET
 def conversations(request):
     """The next older page of the side panel's list (htmx); without JavaScript the timeline
     continues from the same key."""
