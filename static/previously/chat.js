@@ -436,6 +436,28 @@
     if (target && !document.body.contains(target)) { mark(shownKey()); }
   });
 
+  // The list follows the chat: a reply finished or a new conversation started, it is asked
+  // for again (its first page; the open conversation is "now").
+  var refreshTimer = null;
+  function refreshList() {
+    var list = document.getElementById("conversation-list");
+    if (!list || !list.dataset.src || !window.htmx) { return; }
+    htmx.ajax("GET", list.dataset.src, { target: list, swap: "innerHTML" }).then(function () {
+      var now = list.querySelector("li.conversation.now");
+      list.dataset.now = now ? now.dataset.key : "";
+      mark(shownKey());
+    });
+  }
+  function refreshSoon() {
+    clearTimeout(refreshTimer);
+    refreshTimer = setTimeout(refreshList, 1500);
+  }
+  document.addEventListener("htmx:wsAfterMessage", refreshSoon);  // every frame: settles after the last
+  document.addEventListener("htmx:afterRequest", function (evt) {
+    var elt = evt.detail && evt.detail.elt;
+    if (elt && elt.closest && elt.closest(".chat-bar") && evt.detail.successful) { refreshSoon(); }
+  });
+
   // A line sent while a past conversation is on view goes to now, and so does the view.
   document.addEventListener("htmx:wsConfigSend", function (evt) {
     var form = evt.target.closest ? evt.target.closest("form") : null;

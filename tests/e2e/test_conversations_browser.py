@@ -32,8 +32,8 @@ TALK = {
     ],
 }
 WORDS = {
-    "en": {"summary": "Conversations", "back": "Back to now", "lines": "2 lines", "note": "What you send goes to the current one"},
-    "zh": {"summary": "对话", "back": "回到现在", "lines": "2 条消息", "note": "发送的内容会进入当前对话"},
+    "en": {"summary": "Conversations", "back": "Back to now", "lines": "2 lines", "four": "4 lines", "note": "What you send goes to the current one"},
+    "zh": {"summary": "对话", "back": "回到现在", "lines": "2 条消息", "four": "4 条消息", "note": "发送的内容会进入当前对话"},
 }
 
 
@@ -144,6 +144,9 @@ class ConversationsInTheBrowser(LiveChatServer):
                 expect(view).to_have_count(0)
                 expect(page.locator("#messages .msg.user").last).to_contain_text("hello from the past view")
                 expect(page.locator("#messages .msg.assistant:not(.streaming)").last).to_contain_text("Okay")
+                # The list follows: the open conversation now holds four lines, still marked.
+                expect(item(now)).to_contain_text(words["four"])
+                expect(item(now)).to_have_attribute("aria-current", "true")
 
                 # --- 390 x 844: collapsed; the composer on screen on load; nothing wider than the phone.
                 page.set_viewport_size({"width": 390, "height": 844})

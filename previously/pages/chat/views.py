@@ -151,7 +151,7 @@ def conversations(request):
     rows, more_before = conversations_page(profile, before=before)
     context = {
         "profile": profile, "lang": profile.language, "conversations": rows, "more_before": more_before,
-        "shown_key": request.GET.get("shown", ""), "now_key": _now_key(profile),
+        "now_key": _now_key(profile),
     }
     return render(request, "chat/chat.html#conversation_items", context)
 
