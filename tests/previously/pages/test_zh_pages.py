@@ -69,7 +69,7 @@ ADMIN_ALLOWED = {"Django", "Access", "attempts", "failures", "logs", "Axes", "Ta
                  "Backend", "Select", "an", "option", "Search"}
 # Identifiers (message, highlight and mid prefixes) and {placeholders} filled in by a script.
 IDENTIFIERS = re.compile(r"\b(?:[ach]_[0-9a-z_]*|mem_)|\{[a-z_]+\}")
-LABEL_ATTRS = re.compile(r'\s(?:title|aria-label|placeholder|alt|data-(?!mid|key|now|lang|max-bytes|hid)[a-z-]+)="([^"]*)"')
+LABEL_ATTRS = re.compile(r'\s(?:title|aria-label|placeholder|alt|data-(?!mid|key|now|lang|max-bytes|hid|src)[a-z-]+)="([^"]*)"')
 WORD = re.compile(r"[A-Za-z][A-Za-z_'’]+")
 
 
