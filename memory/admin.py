@@ -295,7 +295,7 @@ class CardSnapshotAdmin(admin.ModelAdmin):
 
 @admin.register(EvolutionRun)
 class EvolutionRunAdmin(admin.ModelAdmin):
-    list_display = ["pk", "profile", "slice", "trigger", "status", "skip_reason", "created_at", "finished_at"]
+    list_display = ["id", "profile", "slice", "trigger", "status", "skip_reason", "created_at", "finished_at"]
     list_filter = [PROFILE_FILTER, "trigger", "status"]
     search_fields = ["summary", "skip_reason", "error"]
     raw_id_fields = ["slice"]

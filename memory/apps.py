@@ -1,7 +1,8 @@
 from django.apps import AppConfig
+from django.utils.translation import gettext_lazy as _
 
 
 class MemoryConfig(AppConfig):
     name = "memory"
-    verbose_name = "Memory"
+    verbose_name = _("Memory")
     default_auto_field = "django.db.models.BigAutoField"

@@ -8,6 +8,7 @@ profile's latest slice so it shows on the timeline. The run's step lists the lin
 and added, which `memory.person_edits` turns into the agent's directives.
 """
 
+import re
 from dataclasses import dataclass, replace
 from datetime import date, datetime
 
@@ -213,6 +214,32 @@ def _commit(profile, version, change, *, verb, user, now, attr=None) -> Edited:
     return Edited(run, summary)
 
 
+# The run summary of each hand edit, stored in English (as every run summary is); the pages
+# read it back with `parse_summary` to say it in the person's language.
+SUMMARY_FORMS = {
+    "revert": "You restored the card as it was at the end of slice {slice} ({out} line(s) out, {into} in)",
+    "portrait": "You rewrote the portrait",
+    "removed": "You removed from {section}: {words}",
+    "edited": "You corrected {section}: “{words}” → “{new}”",
+    "added": "You added to {section}: {words}",
+}
+_SUMMARY_RES = {
+    verb: re.compile(
+        re.sub(r"\\\{(\w+)\\\}", lambda m: f"(?P<{m.group(1)}>.+?)", re.escape(form)) + r"\Z", re.DOTALL
+    )
+    for verb, form in SUMMARY_FORMS.items()
+}
+
+
+def parse_summary(summary: str) -> tuple[str, dict[str, str]] | None:
+    """(verb, fields) of a hand edit's run summary, or None when it is not one (or was cut)."""
+    for verb, pattern in _SUMMARY_RES.items():
+        m = pattern.match(summary or "")
+        if m:
+            return verb, m.groupdict()
+    return None
+
+
 def _describe(before: ParsedCard, after: ParsedCard, verb, gone, added, attr):
     """(removed, added, one-line summary) for the run."""
     old_lines = {x.key: x for x in card_lines(before)}
@@ -220,19 +247,18 @@ def _describe(before: ParsedCard, after: ParsedCard, verb, gone, added, attr):
     removed = [{"section": x.section, "words": x.words, "text": x.text} for k, x in old_lines.items() if k not in new_lines]
     added_ = [{"section": x.section, "words": x.words, "text": x.text} for k, x in new_lines.items() if k not in old_lines]
     if verb == "revert":
-        summary = f"You restored the card as it was at the end of slice {added} ({len(removed)} line(s) out, {len(added_)} in)"
+        summary = SUMMARY_FORMS["revert"].format(slice=added, out=len(removed), into=len(added_))
     elif verb == "portrait":
-        summary = "You rewrote the portrait"
+        summary = SUMMARY_FORMS["portrait"]
         if after.portrait:
             added_.append({"section": "Past", "part": "portrait", "words": after.portrait, "text": after.portrait})
     elif verb == "removed":
-        summary = f"You removed from {gone[0].section}: {gone[0].words}"
+        summary = SUMMARY_FORMS["removed"].format(section=gone[0].section, words=gone[0].words)
     elif verb == "edited":
-        summary = f"You corrected {gone[0].section}: “{gone[0].words}” → “{added}”"
+        summary = SUMMARY_FORMS["edited"].format(section=gone[0].section, words=gone[0].words, new=added)
     else:
-        section = dict(SECTIONS).get(attr, attr)
-        summary = f"You added to {section}: {added}"
+        summary = SUMMARY_FORMS["added"].format(section=dict(SECTIONS).get(attr, attr), words=added)
     return removed, added_, summary[:300]
 
 
-__all__ = ["CardMoved", "EditRefused", "add_line", "edit_line", "remove_line", "revert_to", "set_portrait"]
+__all__ = ["CardMoved", "EditRefused", "add_line", "edit_line", "parse_summary", "remove_line", "revert_to", "set_portrait"]

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
+from django.utils.translation import gettext
 from PIL import Image, ImageOps, UnidentifiedImageError
 
 from memory.archive import Archived, MidConflict, MidTombstoned, archive_message
@@ -65,29 +66,29 @@ def check_image(data: bytes, *, name: str = "") -> CheckedImage:
     """The bytes as a checked image; refuses by size and by content, never by file name."""
     limit = settings.PREVIOUSLY_IMAGE_MAX_BYTES
     if len(data) > limit:
-        raise ImageRefused(f"image too large ({len(data)} bytes, limit {limit})", status=413)
+        raise ImageRefused(gettext("image too large (%(size)d bytes, limit %(limit)d)") % {"size": len(data), "limit": limit}, status=413)
     if not data:
-        raise ImageRefused("empty file")
+        raise ImageRefused(gettext("empty file"))
     try:
         with Image.open(io.BytesIO(data)) as probe:
             fmt = probe.format
             width, height = probe.size
             if width * height > MAX_PIXELS:
-                raise ImageRefused(f"image too large ({width}×{height} pixels)", status=413)
+                raise ImageRefused(gettext("image too large (%(width)d×%(height)d pixels)") % {"width": width, "height": height}, status=413)
             probe.verify()  # structure check; a truncated or forged file fails here
         with Image.open(io.BytesIO(data)) as full:
             full.load()  # verify() does not decode the pixels; this does
     except ImageRefused:
         raise
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError, Image.DecompressionBombError):
-        raise ImageRefused("not an image (JPEG, PNG, GIF or WebP by content)") from None
+        raise ImageRefused(gettext("not an image (JPEG, PNG, GIF or WebP by content)")) from None
     if fmt not in FORMATS:
-        raise ImageRefused(f"unsupported image format {fmt}; send JPEG, PNG, GIF or WebP")
+        raise ImageRefused(gettext("unsupported image format %(format)s; send JPEG, PNG, GIF or WebP") % {"format": fmt})
     content_type, ext = FORMATS[fmt]
     try:
         data = reencode(data, fmt)
     except (OSError, ValueError, SyntaxError, Image.DecompressionBombError):
-        raise ImageRefused("not an image (JPEG, PNG, GIF or WebP by content)") from None
+        raise ImageRefused(gettext("not an image (JPEG, PNG, GIF or WebP by content)")) from None
     return CheckedImage(
         data=data,
         content_type=content_type,

@@ -1,6 +1,7 @@
 """The "Previously On" card: live card, per-slice snapshots, evolution runs (SPEC K)."""
 
 from django.db import models
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from memory.models.archive import Profile, Slice
@@ -24,7 +25,7 @@ class Card(models.Model):
         ]
 
     def __str__(self) -> str:
-        return f"card of {self.profile} v{self.version}"
+        return gettext("card of %(profile)s, version %(version)s") % {"profile": self.profile, "version": self.version}
 
 
 class CardSnapshot(models.Model):
@@ -45,7 +46,7 @@ class CardSnapshot(models.Model):
         ordering = ["-created_at", "id"]
 
     def __str__(self) -> str:
-        return f"card at {self.slice}"
+        return gettext("card at the end of %(slice)s") % {"slice": self.slice}
 
 
 class EvolutionRunTrigger(models.TextChoices):
@@ -103,4 +104,6 @@ class EvolutionRun(models.Model):
         ordering = ["-created_at", "id"]
 
     def __str__(self) -> str:
-        return f"run {self.pk} {self.trigger} {self.status}"
+        return gettext("card update %(pk)s (%(trigger)s, %(status)s)") % {
+            "pk": self.pk, "trigger": self.get_trigger_display(), "status": self.get_status_display(),
+        }

@@ -2,12 +2,57 @@
 item's ref links (to the slice page), usage against the limits, and flags (K12)."""
 
 from django.urls import reverse
+from django.utils.translation import gettext, ngettext, pgettext, pgettext_lazy
 
 from memory.card import detect_format, flags, limits, parse
 from memory.card.format import PERSON_REF
 from memory.card.lines import card_lines
-from memory.models import Profile
+from memory.hand_edits import parse_summary
+from memory.models import EvolutionRun, Profile
 from memory.models.archive import DEFAULT_PROFILE_KEY
+
+# The card's own words stay English (its format, SPEC K1); the pages name its sections and the
+# usual identity fields in the interface language.
+SECTION_LABELS = {
+    "Identity": pgettext_lazy("card section", "Identity"),
+    "Past": pgettext_lazy("card section", "Past"),
+    "Now": pgettext_lazy("card section", "Now"),
+    "Horizon": pgettext_lazy("card section", "Horizon"),
+    "Self-model": pgettext_lazy("card section", "Self-model"),
+}
+IDENTITY_FIELDS = {
+    "Name": pgettext_lazy("card identity field", "Name"),
+    "Address them as": pgettext_lazy("card identity field", "Address them as"),
+    "Pronouns": pgettext_lazy("card identity field", "Pronouns"),
+    "Alias": pgettext_lazy("card identity field", "Alias"),
+}
+
+
+def section_label(name: str) -> str:
+    return str(SECTION_LABELS.get(name, name))
+
+
+def run_summary(run) -> str:
+    """A card update's summary as the pages show it: a hand edit's (stored in English, K16) in
+    the interface language; the agent's as it wrote it."""
+    parsed = parse_summary(run.summary) if run.trigger == EvolutionRun.Trigger.HAND else None
+    if parsed is None:
+        return run.summary
+    verb, f = parsed
+    if verb == "revert":
+        return ngettext(
+            "You restored the card as it was at the end of conversation %(slice)s (%(out)s line out, %(into)s in)",
+            "You restored the card as it was at the end of conversation %(slice)s (%(out)s lines out, %(into)s in)",
+            int(f["out"]),
+        ) % f
+    if verb == "portrait":
+        return gettext("You rewrote the portrait")
+    f = {**f, "section": section_label(f["section"])}
+    if verb == "removed":
+        return gettext("You removed from %(section)s: %(words)s") % f
+    if verb == "edited":
+        return gettext("You corrected %(section)s: “%(words)s” → “%(new)s”") % f
+    return gettext("You added to %(section)s: %(words)s") % f
 
 
 def slice_url(profile: Profile, ref: str) -> str:
@@ -36,7 +81,7 @@ def card_sections(profile: Profile, text: str, *, today) -> dict:
 
     def section(name, attr, usage, entries, text=lambda x: x.text, meta=lambda x: "", **extra):
         items = [item(name, k, text(x), x.refs, meta(x)) for k, x in enumerate(entries, 1)]
-        return {"name": name, "attr": attr, "usage": usage, **extra, "items": items}
+        return {"name": name, "label": section_label(name), "attr": attr, "usage": usage, **extra, "items": items}
 
     return {
         "format": fmt,
@@ -45,15 +90,17 @@ def card_sections(profile: Profile, text: str, *, today) -> dict:
             section(
                 "Identity",
                 "identity",
-                f"{len(card.identity)}/{limits.IDENTITY_MAX_LINES} lines",
+                gettext("%(n)d/%(max)d lines") % {"n": len(card.identity), "max": limits.IDENTITY_MAX_LINES},
                 card.identity,
-                text=lambda i: f"{i.field}: {i.value}",
+                text=lambda i: f"{IDENTITY_FIELDS.get(i.field, i.field)}: {i.value}",
             ),
             section(
                 "Past",
                 "facts",
-                f"{len(card.portrait)}/{limits.PORTRAIT_MAX_CHARS} chars · "
-                f"{len(card.facts)}/{limits.ANCHOR_FACTS_MAX} facts",
+                gettext("%(chars)d/%(max_chars)d characters · %(n)d/%(max)d facts") % {
+                    "chars": len(card.portrait), "max_chars": limits.PORTRAIT_MAX_CHARS,
+                    "n": len(card.facts), "max": limits.ANCHOR_FACTS_MAX,
+                },
                 card.facts,
                 portrait=card.portrait,
             ),
@@ -62,15 +109,20 @@ def card_sections(profile: Profile, text: str, *, today) -> dict:
                 "now",
                 f"{len(card.now)}/{limits.NOW_MAX}",
                 card.now,
-                meta=lambda n: f"since {n.since.isoformat()}",
+                meta=lambda n: pgettext("a Now item on the card", "since %(date)s") % {"date": n.since.isoformat()},
             ),
             section(
                 "Horizon",
                 "horizon",
                 f"{len(card.horizon)}/{limits.HORIZON_MAX}",
                 card.horizon,
-                meta=lambda h: f"by {h.by.isoformat()}",
+                meta=lambda h: pgettext("a Horizon item on the card", "by %(date)s") % {"date": h.by.isoformat()},
             ),
-            section("Self-model", "lessons", f"{len(card.lessons)}/{limits.LESSONS_MAX} lessons", card.lessons),
+            section(
+                "Self-model",
+                "lessons",
+                gettext("%(n)d/%(max)d lessons") % {"n": len(card.lessons), "max": limits.LESSONS_MAX},
+                card.lessons,
+            ),
         ],
     }

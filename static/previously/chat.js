@@ -348,3 +348,121 @@
     }
   });
 })();
+
+// --- Issue 17 point 7: conversations at hand. The list is open beside the chat on wide screens
+// (closed on phones); a past conversation opens in place (htmx into #past) and "Back to now"
+// (or sending a line) returns to the live one. The item on view is marked aria-current.
+(function () {
+  "use strict";
+
+  var WIDE = "(min-width: 48rem)";
+
+  function past() { return document.getElementById("past"); }
+  function panel() { return document.getElementById("conversations"); }
+
+  function mark(key) {
+    var links = document.querySelectorAll("#conversation-list .conversation > a");
+    for (var i = 0; i < links.length; i++) {
+      var item = links[i].parentElement;
+      if (key && item.dataset.key === key) { links[i].setAttribute("aria-current", "true"); }
+      else { links[i].removeAttribute("aria-current"); }
+    }
+  }
+
+  function nowKey() {
+    var list = document.getElementById("conversation-list");
+    return list ? list.dataset.now || "" : "";
+  }
+
+  function shownKey() {
+    var view = document.querySelector("#past > .past-view");
+    return view ? view.dataset.key : nowKey();
+  }
+
+  function closeOnPhone() {
+    var details = panel();
+    if (details && !window.matchMedia(WIDE).matches) { details.open = false; }
+  }
+
+  function backToNow(focusComposer) {
+    var box = past();
+    if (box) { box.textContent = ""; }
+    // A page opened on a past conversation (?conversation=) reloads as now from here on.
+    if (window.history && window.history.replaceState && /[?&]conversation=/.test(window.location.search)) {
+      var params = new URLSearchParams(window.location.search);
+      params.delete("conversation");
+      var query = params.toString();
+      window.history.replaceState(null, "", window.location.pathname + (query ? "?" + query : ""));
+    }
+    mark(nowKey());
+    closeOnPhone();
+    var list = document.getElementById("messages");
+    if (list) { list.scrollTop = list.scrollHeight; }
+    if (focusComposer) {
+      var composer = document.getElementById("composer-text");
+      if (composer) { composer.focus(); }
+    }
+  }
+
+  function init() {
+    var details = panel();
+    if (details && window.matchMedia && window.matchMedia(WIDE).matches) { details.open = true; }
+  }
+  if (document.readyState !== "loading") { init(); } else { document.addEventListener("DOMContentLoaded", init); }
+
+  document.addEventListener("click", function (evt) {
+    var link = evt.target.closest ? evt.target.closest(".chat-layout a.back-to-now") : null;
+    if (!link || evt.ctrlKey || evt.metaKey || evt.shiftKey || evt.button !== 0) { return; }
+    evt.preventDefault();
+    backToNow(true);
+  });
+
+  document.addEventListener("htmx:afterSwap", function (evt) {
+    var target = evt.detail && evt.detail.target;
+    if (!target) { return; }
+    if (target.id === "past") {
+      mark(shownKey());
+      closeOnPhone();
+      target.scrollTop = 0;
+      var title = target.querySelector(".past-title");
+      if (title) { title.focus({ preventScroll: true }); }
+    } else if (target.closest && target.closest("#conversation-list")) {
+      mark(shownKey());
+    }
+  });
+  // "More conversations" swaps its own <li> (outerHTML): the new items are marked after.
+  document.addEventListener("htmx:afterSettle", function (evt) {
+    var target = evt.detail && evt.detail.target;
+    if (target && !document.body.contains(target)) { mark(shownKey()); }
+  });
+
+  // The list follows the chat: a reply finished or a new conversation started, it is asked
+  // for again (its first page; the open conversation is "now").
+  var refreshTimer = null;
+  function refreshList() {
+    var list = document.getElementById("conversation-list");
+    if (!list || !list.dataset.src || !window.htmx) { return; }
+    htmx.ajax("GET", list.dataset.src, { target: list, swap: "innerHTML" }).then(function () {
+      var now = list.querySelector("li.conversation.now");
+      list.dataset.now = now ? now.dataset.key : "";
+      mark(shownKey());
+    });
+  }
+  function refreshSoon() {
+    clearTimeout(refreshTimer);
+    refreshTimer = setTimeout(refreshList, 1500);
+  }
+  document.addEventListener("htmx:wsAfterMessage", refreshSoon);  // every frame: settles after the last
+  document.addEventListener("htmx:afterRequest", function (evt) {
+    var elt = evt.detail && evt.detail.elt;
+    if (elt && elt.closest && elt.closest(".chat-bar") && evt.detail.successful) { refreshSoon(); }
+  });
+
+  // A line sent while a past conversation is on view goes to now, and so does the view.
+  document.addEventListener("htmx:wsConfigSend", function (evt) {
+    var form = evt.target.closest ? evt.target.closest("form") : null;
+    if (form && form.id === "composer" && !evt.defaultPrevented && document.querySelector("#past > .past-view")) {
+      backToNow(false);
+    }
+  });
+})();

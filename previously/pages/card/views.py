@@ -24,7 +24,7 @@ from memory.models import (
     Relation,
     Slice,
 )
-from previously.pages.card_display import card_sections
+from previously.pages.card_display import card_sections, run_summary, section_label
 from previously.pages.current_profile import current_profile
 
 
@@ -47,7 +47,7 @@ def card_page(request):
         "selected": selected,
         "editable": selected is None,
         "version": None if selected else row.version,
-        "add_sections": [(attr, name) for attr, name in SECTIONS],
+        "add_sections": [(attr, section_label(name)) for attr, name in SECTIONS],
         "has_snapshot": bool(selected and text is not None),
         "live_version": live_card(profile).version if selected else None,
         "edit_url": reverse("card_edit") + (f"?profile={profile.key}" if profile.key != "owner" else ""),
@@ -89,7 +89,7 @@ def card_edit(request):
     except EditRefused as refused:
         flash.error(request, gettext("Not changed: %(reason)s") % {"reason": refused.reason})
         return redirect(back)
-    flash.success(request, gettext("Saved: %(summary)s") % {"summary": done.summary})
+    flash.success(request, gettext("Saved: %(summary)s") % {"summary": run_summary(done.run)})
     return redirect(back)
 
 

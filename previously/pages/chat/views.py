@@ -1,28 +1,36 @@
 """The chat page (function views branching on request.htmx, STYLE 5-7)."""
 
+import re
+
 from django.conf import settings
 from django.contrib import messages as flash
 from django.contrib.auth.decorators import login_required
 from django.core.files.storage import default_storage
+from django.db.models import Count, OuterRef, Q, Subquery
+from django.db.models.functions import Substr
 from django.http import FileResponse, Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.translation import gettext
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_GET, require_POST
 
 from memory.archive import MidConflict, MidTombstoned
 from memory.curation import HighlightRefused, add_favourite, remove_favourite
 from memory.images import ImageRefused, sniff, store_image_message, stored_path
-from memory.models import Experience, Favourite, Highlight, Message, Profile
-from memory.models.archive import USER_MID_RE
+from memory.models import Experience, Favourite, Highlight, Message, Profile, Slice
+from memory.models.archive import SLICE_KEY_PATTERN, USER_MID_RE
 from previously.agent.lifecycle import archive_line
 from previously.agent.lifecycle import new_conversation as start_new_conversation
 from previously.chat.turn import mark_alternatives, reply_in_background
 from previously.llm import get_provider
 from previously.pages.current_profile import current_profile
+from previously.pages.refusals import refusal
 from previously.pages.safe_urls import local_path
 
 PAGE_SIZE = 30
+CONVERSATIONS_PAGE = 30  # conversations listed in the side panel per page (issue 17 point 7)
+FIRST_WORDS = 80  # characters of a conversation's first line shown in the list
+PAST_LINES = 300  # lines of a past conversation shown in place; the rest are on its page
 
 
 def archive_page(profile: Profile, *, before: str | None = None) -> tuple[list[Message], str | None]:
@@ -49,10 +57,55 @@ def _mark_retryable(page: list[Message]) -> None:
             message.can_retry = following is None or following.speaker == Message.Speaker.USER
 
 
+def conversations_page(profile: Profile, *, before: str = "") -> tuple[list[Slice], str]:
+    """Issue 17 point 7: the profile's conversations (slices) newest first, CONVERSATIONS_PAGE at
+    a time (keyset on the key, which sorts as the local start minute), each with its count of
+    live lines (`n_lines`) and the first words of its first live line (`first_words`), and the
+    key to continue from ("" when there is no more). One query whatever the page's size."""
+    first = (
+        Message.objects.live().filter(slice=OuterRef("pk")).exclude(content="")
+        .order_by("created_at", "id").values("content")[:1]
+    )
+    slices = Slice.objects.for_profile(profile)
+    if before:
+        slices = slices.filter(key__lt=before)
+    rows = list(
+        slices.annotate(
+            n_lines=Count("messages", filter=Q(messages__deleted_at__isnull=True)),
+            first_words=Substr(Subquery(first), 1, FIRST_WORDS),
+        ).order_by("-key")[: CONVERSATIONS_PAGE + 1]
+    )
+    more = len(rows) > CONVERSATIONS_PAGE
+    rows = rows[:CONVERSATIONS_PAGE]
+    return rows, (rows[-1].key if more and rows else "")
+
+
+def _past(profile: Profile, key: str) -> dict:
+    """A past conversation to show in place of the live one: the slice and its first PAST_LINES
+    live lines, oldest first (`past_more`: it holds more)."""
+    slice_ = get_object_or_404(Slice.objects.for_profile(profile), key=key)
+    lines = list(Message.objects.in_slice(slice_).live().chronological()[: PAST_LINES + 1])
+    return {"past": slice_, "past_lines": lines[:PAST_LINES], "past_more": len(lines) > PAST_LINES}
+
+
+def _is_key(value: str) -> bool:
+    return bool(value) and re.match(SLICE_KEY_PATTERN, value) is not None
+
+
+def _now_key(profile: Profile) -> str:
+    """The open conversation's key ("now"), "" when none is open."""
+    open_ = Slice.objects.for_profile(profile).open().order_by("-started_at").values_list("key", flat=True).first()
+    return open_ or ""
+
+
 @login_required
 def chat(request):
     profile = current_profile(request)
     page, older_than = archive_page(profile, before=request.GET.get("before") or None)
+    asked = request.GET.get("conversation", "")
+    past = _past(profile, asked) if _is_key(asked) else {}
+    conversations, more_before = conversations_page(profile)
+    now_key = _now_key(profile)
     context = {
         "profile": profile,
         "page": page,
@@ -60,8 +113,47 @@ def chat(request):
         "lang": profile.language,
         "offline": get_provider().offline,
         "image_max_bytes": settings.PREVIOUSLY_IMAGE_MAX_BYTES,
+        "conversations": conversations,
+        "more_before": more_before,
+        "now_key": now_key,
+        "shown_key": past["past"].key if past else now_key,
+        **past,
     }
     return render(request, "chat/chat.html", context)
+
+
+@login_required
+@require_GET
+def conversation(request, key: str):
+    """A past conversation shown in place of the live one (htmx); without JavaScript the chat
+    page itself shows it (?conversation=)."""
+    profile = current_profile(request)
+    if not _is_key(key):
+        raise Http404("no such conversation")
+    past = _past(profile, key)  # another person's key is a 404 here too (P2)
+    if not request.htmx:
+        return redirect(f"{reverse('home')}?profile={profile.key}&conversation={key}")
+    context = {"profile": profile, "lang": profile.language, **past}
+    return render(request, "chat/chat.html#past", context)
+
+
+@login_required
+@require_GET
+def conversations(request):
+    """The next older page of the side panel's list (htmx); without JavaScript the timeline
+    continues from the same key."""
+    profile = current_profile(request)
+    before = request.GET.get("before", "")
+    if not _is_key(before):
+        before = ""
+    if not request.htmx:
+        return redirect(f"{reverse('timeline')}?profile={profile.key}&before={before}")
+    rows, more_before = conversations_page(profile, before=before)
+    context = {
+        "profile": profile, "lang": profile.language, "conversations": rows, "more_before": more_before,
+        "now_key": _now_key(profile),
+    }
+    return render(request, "chat/chat.html#conversation_items", context)
 
 
 @login_required
@@ -187,11 +279,12 @@ def favourite_line(request, mid: str):
     try:
         fav = add_favourite(profile=profile, message=message, excerpt=request.POST.get("excerpt", ""))
     except HighlightRefused as refused:
-        fav, notice = None, gettext("Not saved: %(reason)s") % {"reason": refused.reason}
+        fav, notice = None, gettext("Not saved: %(reason)s") % {"reason": refusal(refused)}
     else:
         notice = gettext("Saved to favourites ★")
     if request.htmx:
-        context = {"message": message, "fav": fav, "fav_notice": notice, "lang": profile.language}
+        context = {"message": message, "fav": fav, "fav_notice": notice, "fav_kind": "ok" if fav else "error",
+                   "lang": profile.language}
         return render(request, "chat/chat.html#fav", context, status=200 if fav else 422)
     (flash.success if fav else flash.error)(request, notice)
     return redirect(f"{reverse('home')}#msg-{mid}")
@@ -205,7 +298,8 @@ def unfavourite_line(request, pk: int):
     message = fav.message
     remove_favourite(fav)
     if request.htmx:
-        context = {"message": message, "fav": None, "fav_notice": gettext("Removed from favourites"), "lang": profile.language}
+        context = {"message": message, "fav": None, "fav_notice": gettext("Removed from favourites"), "fav_kind": "ok",
+                   "lang": profile.language}
         return render(request, "chat/chat.html#fav", context)
     flash.success(request, gettext("Removed from favourites"))
     return redirect(request.POST.get("next") or f"{reverse('home')}#msg-{message.mid}")

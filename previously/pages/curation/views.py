@@ -16,7 +16,7 @@ from django.core.paginator import Paginator
 from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.utils.translation import gettext
+from django.utils.translation import gettext, gettext_lazy
 from django.views.decorators.http import require_POST
 from django_htmx.http import trigger_client_event
 
@@ -49,6 +49,7 @@ from previously.pages.curation.forms import (
     label_of,
 )
 from previously.pages.forget_refs import refs_context
+from previously.pages.refusals import refusal
 from previously.pages.safe_urls import local_path
 
 ACTIONS_PARTIAL = "curation/message_actions.html#actions"
@@ -79,8 +80,21 @@ def message_list(request, profile_key):
     return render(request, "curation/messages.html", {"profile": profile, "page": page})
 
 
-def _actions(request, profile, message, *, notice="", refs=None, status=200, gone=False):
-    context = {"profile": profile, "message": message, "notice": notice, "gone": gone, **refs_context(refs)}
+DELETE_STATUS = {
+    "deleted": gettext_lazy("deleted for good"),
+    "already_gone": gettext_lazy("already gone"),
+    "hidden": gettext_lazy("hidden"),
+    "already_hidden": gettext_lazy("already hidden"),
+}
+
+
+def _status_text(status: str) -> str:
+    return str(DELETE_STATUS.get(status, status.replace("_", " ")))
+
+
+def _actions(request, profile, message, *, notice="", notice_kind="ok", refs=None, status=200, gone=False):
+    context = {"profile": profile, "message": message, "notice": notice, "notice_kind": notice_kind, "gone": gone,
+               **refs_context(refs)}
     return render(request, ACTIONS_PARTIAL, context, status=status)
 
 
@@ -93,11 +107,11 @@ def favourite(request, profile_key, mid):
     try:
         fav = add_favourite(profile=profile, message=message, excerpt=request.POST.get("excerpt", ""))
     except HighlightRefused as refused:
-        notice, ok = f"Not saved: {refused.reason}", False
+        notice, ok = gettext("Not saved: %(reason)s") % {"reason": refusal(refused)}, False
     else:
-        notice, ok = "Saved to favourites ★", True
+        notice, ok = gettext("Saved to favourites ★"), True
     if request.htmx:
-        response = _actions(request, profile, message, notice=notice)
+        response = _actions(request, profile, message, notice=notice, notice_kind="ok" if ok else "error")
         if ok:
             trigger_client_event(response, "favourited", {"mid": mid, "hid": fav.highlight.hid})
         return response
@@ -109,14 +123,18 @@ def favourite(request, profile_key, mid):
 @require_POST
 def hide(request, profile_key, mid):
     """Soft delete (D1 "hide"): out of recall at once, reversible with unhide."""
-    return _set_hidden(request, profile_key, mid, hide_message, "Hidden", "message-hidden", f"Message {mid} hidden.")
+    return _set_hidden(
+        request, profile_key, mid, hide_message, gettext("Hidden"), "message-hidden",
+        gettext("Message %(mid)s hidden.") % {"mid": mid},
+    )
 
 
 @login_required
 @require_POST
 def unhide(request, profile_key, mid):
     return _set_hidden(
-        request, profile_key, mid, unhide_message, "Restored", "message-unhidden", f"Message {mid} restored."
+        request, profile_key, mid, unhide_message, gettext("Restored"), "message-unhidden",
+        gettext("Message %(mid)s restored.") % {"mid": mid},
     )
 
 
@@ -153,9 +171,9 @@ def delete(request, profile_key, mid):
                    **refs_context(refused.refs)}
         return render(request, "curation/delete_confirm.html", context, status=409)
     if request.htmx:
-        response = _actions(request, profile, None, notice="Deleted for good", gone=True)
+        response = _actions(request, profile, None, notice=gettext("Deleted for good"), gone=True)
         return trigger_client_event(response, "message-deleted", {"mid": mid, "status": result.status})
-    flash.success(request, f"Message {mid}: {result.status.replace('_', ' ')}.")
+    flash.success(request, gettext("Message %(mid)s: %(status)s.") % {"mid": mid, "status": _status_text(result.status)})
     return _back(request, reverse("curation:messages", args=[profile.key]))
 
 
@@ -228,7 +246,7 @@ def highlight_delete(request, profile_key, hid):
     return _soft_delete(
         request,
         highlight,
-        "Highlight deleted; its relations were removed too.",
+        gettext("Highlight deleted; its relations were removed too."),
         lambda: _back(request, reverse("curation:highlights", args=[profile.key])),
     )
 
@@ -288,7 +306,7 @@ def experience_list(request, profile_key):
             except ExperienceRefused as refused:
                 form.add_error("source_mids" if refused.missing_mids else None, refused.reason)
             else:
-                flash.success(request, "Experience recorded.")
+                flash.success(request, gettext("Experience recorded."))
                 return redirect("curation:experiences", profile.key)
     return render(request, "curation/experiences.html", _experiences_context(profile, form))
 
@@ -329,7 +347,7 @@ def experience_edit(request, profile_key, eid):
     if request.method == "POST" and form.is_valid():
         changes = {k: form.cleaned_data[k] for k in initial}
         experience.edit(by=request.user, reason=form.cleaned_data["reason"], **changes)
-        flash.success(request, "Experience updated; the previous version is in its history.")
+        flash.success(request, gettext("Experience updated; the previous version is in its history."))
         return redirect("curation:experiences", profile.key)
     others = Experience.objects.for_profile(profile).valid().exclude(pk=experience.pk)
     return render(
@@ -349,7 +367,7 @@ def experience_merge(request, profile_key, eid):
     except ExperienceStateError as e:
         flash.error(request, str(e))
     else:
-        flash.success(request, f"Merged “{other.title}” into “{survivor.title}”.")
+        flash.success(request, gettext("Merged “%(other)s” into “%(survivor)s”.") % {"other": other.title, "survivor": survivor.title})
     return redirect("curation:experiences", profile.key)
 
 
@@ -413,7 +431,7 @@ def relation_list(request, profile_key):
         except RelationRefused as refused:
             form.add_error(None, refused.reason)
         else:
-            flash.success(request, "Relation added.")
+            flash.success(request, gettext("Relation added."))
             return redirect("curation:relations", profile.key)
     relations = list(
         Relation.objects.for_profile(profile).live().select_related(
@@ -445,4 +463,4 @@ def relation_list(request, profile_key):
 def relation_delete(request, profile_key, rid):
     profile = _profile(request, profile_key)
     relation = get_object_or_404(Relation, profile=profile, rid=rid)
-    return _soft_delete(request, relation, "Relation removed.", lambda: redirect("curation:relations", profile.key))
+    return _soft_delete(request, relation, gettext("Relation removed."), lambda: redirect("curation:relations", profile.key))
