@@ -3,6 +3,7 @@ checked before anything is written, then written in short batches (re-running fi
 interrupted one)."""
 
 import re
+import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -11,7 +12,7 @@ from functools import cache
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import DatabaseError, DataError, IntegrityError, transaction
+from django.db import DatabaseError, DataError, IntegrityError, connection, transaction
 from django.db.models import CharField, TextField
 from django.utils import timezone
 
@@ -58,6 +59,7 @@ from memory.recall.index import index_messages, optimize_index
 KINDS = ("tombstones", "slices", "messages", "legacy_fragments", "highlights", "experiences", "relations",
          "legacy_meta", "card", "card_snapshots", "favourites")
 COLUMNS = ("read", "created", "existing", "tombstoned")
+LOCK_POLL_SECONDS = 0.1  # SQLite's busy handler's longest sleep between two tries
 
 
 class BadExport(Exception):
@@ -403,9 +405,14 @@ class _Writes:
             return
         self.kind = kind
         for start in range(0, len(items), self.rows):
+            began = time.monotonic()
             with transaction.atomic():
                 write(items[start:start + self.rows])
             self.batches += 1
+            if connection.vendor == "sqlite":
+                # A writer waiting for SQLite's lock polls it (the busy handler) at most every
+                # 100 ms: a pause as long as the batch, up to that, lets it in between two.
+                time.sleep(min(LOCK_POLL_SECONDS, time.monotonic() - began))
             if self.progress:
                 self.progress(f"writing {kind}", min(start + self.rows, len(items)), len(items))
 

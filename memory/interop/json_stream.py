@@ -1,13 +1,13 @@
 """Our export read as it streams (SPEC S4, issue 16 point 2): never the whole file in memory.
 
 An `ExportFile` opens its file anew for each pass. `header()` walks the whole file once
-without building anything but the top level's `format`, `version` and `exported_at`, so a
-file that is not JSON, holds more than PREVIOUSLY_IMPORT_MAX_OBJECTS objects and arrays or
-nests deeper than PREVIOUSLY_IMPORT_MAX_DEPTH is refused before any profile is built or
-checked; `profiles()` then builds one profile at a time (`profiles.item`), so memory is
-bounded by the largest profile, not the file. Both bounds are checked as each object or
-array opens, before it is built, and a refusal (`BadFile`) names where in the file it
-stopped, e.g. `profiles[0].messages[1203].legacy_extra`.
+(ijson's events) without building anything but the top level's `format`, `version` and
+`exported_at`, so a file that is not JSON, holds more than PREVIOUSLY_IMPORT_MAX_OBJECTS
+objects and arrays or nests deeper than PREVIOUSLY_IMPORT_MAX_DEPTH is refused before any
+profile is built or checked — both bounds are checked as each object or array opens, and a
+refusal (`BadFile`) names where the file stopped, e.g. `profiles[0].messages[1203].legacy_extra`.
+`profiles()` then builds one profile at a time (`profiles.item`, ijson's C builder), so
+memory is bounded by the largest profile, not the file.
 
 The parser is ijson's C backend (yajl). yajl turns an escaped lone surrogate (`"\\ud800"`)
 into `?`; `_SurrogateCheck` refuses such a file first, as text that cannot be stored.
@@ -45,6 +45,7 @@ class ExportFile:
 
     def __init__(self, open_file: Callable[[], BinaryIO]):
         self.open_file = open_file
+        self.length: int | None = None  # bytes, once the header pass has read them all
 
     def header(self) -> Header:
         """Walk the whole file within the bounds; keep only the top level's small members."""
@@ -56,7 +57,7 @@ class ExportFile:
                     raise BadFile(f"That file's top level has {name!r:.40} twice.")
                 names.add(name)
                 if name == "profiles" and first == "start_array":
-                    header.profiles = sum(1 for _ in events.items(build=False))
+                    header.profiles = events.count_items()
                 elif name == "profiles":
                     header.profiles = 0 if first == "null" else None
                     events.skip(first)
@@ -64,17 +65,23 @@ class ExportFile:
                     header.members[name] = events.build(first)
                 else:
                     events.skip(first)
+            self.length = events.source.length
         return header
 
     def profiles(self) -> Iterator:
-        """Each item of the top-level `profiles` list, built one at a time."""
+        """Each item of the top-level `profiles` list, built one at a time by ijson's C
+        builder: `header()` has walked this same file within the bounds first (a file that is
+        not the same length then is refused, at its end)."""
         with self.open_file() as fh:
-            events = _Events(fh)
-            for name, first in events.members():
-                if name == "profiles" and first == "start_array":
-                    yield from events.items(build=True)
-                else:
-                    events.skip(first)
+            source = _SurrogateCheck(fh)
+            try:
+                yield from ijson.items(source, "profiles.item", use_float=True, buf_size=CHUNK)
+            except ijson.JSONError as exc:
+                raise _syntax(exc, "a profile") from None
+            except UnicodeDecodeError:
+                raise BadFile("That file is not UTF-8 text, so not a JSON export.") from None
+        if self.length is not None and source.length != self.length:
+            raise BadFile("That file changed while it was being read.")
 
 
 class _Events:
@@ -85,12 +92,15 @@ class _Events:
         self.max_containers = settings.PREVIOUSLY_IMPORT_MAX_OBJECTS
         self.containers = 0
         self.stack: list[list] = []  # per open container: [is_array, current key or index]
-        self.events = ijson.basic_parse(_SurrogateCheck(fh), use_float=True, buf_size=CHUNK)
+        self.source = _SurrogateCheck(fh)
+        self.events = ijson.basic_parse(self.source, use_float=True, buf_size=CHUNK)
         self.value = None
 
     def where(self) -> str:
-        path = "".join(f"[{at}]" if is_array else f".{at:.40}" for is_array, at in self.stack if at not in (None, -1))
-        return path.lstrip(".") or "the top level"
+        steps = [f"[{at}]" if is_array else f".{at:.40}" for is_array, at in self.stack if at not in (None, -1)]
+        if len(steps) > 10:
+            steps = [*steps[:6], f"…({len(steps) - 8} more)…", *steps[-2:]]
+        return "".join(steps).lstrip(".") or "the top level"
 
     def next(self) -> str:
         """The next event's name (its value in `self.value`), bounds checked."""
@@ -136,10 +146,13 @@ class _Events:
             raise _syntax(exc, "the end of the file") from None
         raise BadFile("That file has more after its JSON export.")
 
-    def items(self, *, build: bool) -> Iterator:
-        """Each item of the array just opened: built, or skipped (None)."""
+    def count_items(self) -> int:
+        """Walk past each item of the array just opened, building nothing; how many."""
+        n = 0
         while (event := self.next()) != "end_array":
-            yield self.build(event) if build else self.skip(event)
+            self.skip(event)
+            n += 1
+        return n
 
     def skip(self, event: str) -> None:
         """Walk past the value that starts with `event` (bounds checked), building nothing."""
@@ -202,12 +215,14 @@ class _SurrogateCheck:
         self.backslashes = 0  # the run of backslashes just before `held`
         self.seen = 0  # escapes in `held` ending at or before this were checked already
         self.done = False
+        self.length = 0  # bytes read so far
 
     def read(self, size: int = -1) -> bytes:
         if size == 0:
             return b""  # ijson's look at the file's type
         while not self.done:
             chunk = self.fh.read(CHUNK)
+            self.length += len(chunk)
             data = self.held + chunk
             if not chunk:
                 self.done = True
