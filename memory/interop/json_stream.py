@@ -241,6 +241,8 @@ class _SurrogateCheck:
     def _check(self, data: bytes, *, final: bool) -> int | None:
         """Raise at a lone surrogate escape; where a high one at the very end starts (its low
         half may come with the next read), else None."""
+        if b"\\ud" not in data and b"\\uD" not in data:
+            return None  # no surrogate escape here (the common case, found in C)
         paired_low = -1
         for m in _SURROGATE.finditer(data):
             run = len(m.group(1)) + (self.backslashes if m.start() == 0 else 0)
