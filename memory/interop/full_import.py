@@ -225,6 +225,10 @@ def storable(obj) -> str | None:
             if may_be_null:
                 continue
             return f"field {f.name!r} cannot be empty (null)"
+        if isinstance(value, (dict, list)):
+            problem = _json_text(value)
+            if problem:
+                return f"field {f.name!r}: {problem}"
         if isinstance(value, str):
             problem = _text(value)
             if problem:
@@ -238,6 +242,22 @@ def storable(obj) -> str | None:
         except (ValueError, TypeError, OverflowError, ValidationError) as exc:
             reason = "; ".join(exc.messages) if isinstance(exc, ValidationError) else str(exc)
             return f"field {f.name!r}: {value!r:.80} cannot be stored ({reason})"
+    return None
+
+
+def _json_text(value) -> str | None:
+    """The first text inside a JSON value (keys too) that cannot be stored (PostgreSQL's
+    jsonb refuses NUL, no database takes a lone surrogate)."""
+    todo = [value]
+    while todo:
+        item = todo.pop()
+        if isinstance(item, dict):
+            todo.extend(item.keys())
+            todo.extend(item.values())
+        elif isinstance(item, list):
+            todo.extend(item)
+        elif isinstance(item, str) and (problem := _text(item)):
+            return f"a text inside it {problem}"
     return None
 
 

@@ -162,6 +162,8 @@ def test_another_writer_gets_the_lock_between_two_batches_of_a_long_apply(tmp_pa
     ("legacy_meta", {"expiration": 2**70}, "field 'expiration'"),
     ("legacy_fragments", {"day_key": None}, "field 'day_key' cannot be empty"),
     ("legacy_fragments", {"role": "x" * 5000}, "field 'role'"),
+    ("legacy_fragments", {"legacy_extra": {"k": ["ok", "a\x00b"]}}, "field 'legacy_extra': a text inside it contains a NUL"),
+    ("legacy_meta", {"metadata": {"\ud800": 1}}, "field 'metadata': a text inside it contains a lone surrogate"),
     ("tombstones", {"expires_at": "2020-01-01T00:00:00+00:00", "deleted_at": "2021-01-01T00:00:00+00:00"},
      "'expires_at' is not after its 'deleted_at'"),
     ("profile", {"language": "xx"}, "language 'xx' is not one of"),
