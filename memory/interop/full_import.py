@@ -13,7 +13,7 @@ from functools import cache
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import DatabaseError, DataError, IntegrityError, connection, transaction
-from django.db.models import CharField, TextField
+from django.db.models import CharField, CheckConstraint, F, Q, TextField
 from django.utils import timezone
 
 from memory.clock import PERIOD_IDS, period_of
@@ -40,7 +40,6 @@ from memory.models.archive import (
     OBJECT_ID_RE,
     PROFILE_KEY_RE,
     SLICE_KEY_PATTERN,
-    Language,
     MessageSpeaker,
     MessageStatus,
     MessageType,
@@ -200,24 +199,15 @@ SCHEMA = {
 }
 
 
-def _tombstone_times(rec: dict) -> str | None:
-    if rec.get("expires_at") and _aware(_dt(rec["expires_at"])) <= _aware(_dt(rec["deleted_at"])):
-        return "its 'expires_at' is not after its 'deleted_at'"
-    return None
-
-
 def _aware(value: datetime) -> datetime:
     """A time as the database stores it (a naive one is in the default time zone)."""
     return timezone.make_aware(value) if timezone.is_naive(value) else value
 
 
-# Rules across a record's fields (the database's own checks, SPEC X4).
-RECORD_RULES = {"tombstones": _tombstone_times}
-
-
 def storable(obj) -> str | None:
     """Why the database would refuse this row — a null in a required column, a value its
-    column cannot take (type, range, length, NUL, lone surrogate) — or None. The checking pass
+    column cannot take (type, range, length, NUL, lone surrogate), a check constraint it
+    breaks — or None. The checking pass
     asks it of every row it would write, so the apply's batches meet no such refusal (S4)."""
     for f, may_be_null in _columns(type(obj)):
         value = getattr(obj, f.attname)
@@ -242,7 +232,58 @@ def storable(obj) -> str | None:
         except (ValueError, TypeError, OverflowError, ValidationError) as exc:
             reason = "; ".join(exc.messages) if isinstance(exc, ValidationError) else str(exc)
             return f"field {f.name!r}: {value!r:.80} cannot be stored ({reason})"
+    for check in _checks(type(obj)):
+        if _holds(check.condition, obj) is False:
+            names = dict.fromkeys(_names(check.condition))
+            values = ", ".join(f"{n} {getattr(obj, obj._meta.get_field(n).attname)!r:.60}" for n in names)
+            return f"{values}: breaks the database's rule {check.name!r}"
     return None
+
+
+@cache
+def _checks(model) -> list[CheckConstraint]:
+    return [c for c in model._meta.constraints if isinstance(c, CheckConstraint)]
+
+
+def _names(node) -> Iterator[str]:
+    for child in node.children:
+        if isinstance(child, Q):
+            yield from _names(child)
+        else:
+            yield child[0].split("__")[0]
+
+
+def _holds(node, obj) -> bool | None:
+    """A check constraint's condition on an unsaved row, as SQL has it: True, False, or None
+    (unknown: a NULL, or a lookup this does not evaluate — the database decides)."""
+    if isinstance(node, Q):
+        results = [_holds(child, obj) for child in node.children]
+        if node.connector == Q.AND:
+            value = False if False in results else None if None in results else True
+        else:
+            value = True if True in results else None if None in results else False
+        return (None if value is None else not value) if node.negated else value
+    lookup, expected = node
+    name, _, op = lookup.partition("__")
+    value = getattr(obj, obj._meta.get_field(name).attname)
+    if isinstance(expected, F):
+        expected = getattr(obj, obj._meta.get_field(expected.name).attname)
+    if op == "isnull":
+        return (value is None) == expected
+    if value is None or expected is None:
+        return None
+    if isinstance(value, datetime) and isinstance(expected, datetime):
+        value, expected = _aware(value), _aware(expected)
+    try:
+        return _LOOKUPS[op or "exact"](value, expected) if (op or "exact") in _LOOKUPS else None
+    except (TypeError, re.error):
+        return None
+
+
+_LOOKUPS = {
+    "exact": lambda v, e: v == e, "in": lambda v, e: v in e, "regex": lambda v, e: re.search(e, str(v)) is not None,
+    "gt": lambda v, e: v > e, "gte": lambda v, e: v >= e, "lt": lambda v, e: v < e, "lte": lambda v, e: v <= e,
+}
 
 
 def _json_text(value) -> str | None:
@@ -296,19 +337,9 @@ def check_profile(pdata, position: int) -> None:
                 problem = check(rec[name])
                 if problem:
                     raise BadExport(f"{where}: field {name!r}: {problem}")
-        for n, rec in enumerate(records):
-            problem = RECORD_RULES.get(kind, lambda _: None)(rec)
-            if problem:
-                raise BadExport(f"profile {key!r}, {kind}[{n}]: {problem}")
-    if pdata.get("language", "zh") not in Language.values:
-        raise BadExport(f"profile {key!r}: language {pdata.get('language')!r:.80} is not one of"
-                        f" {', '.join(Language.values)}")
     card = pdata.get("card")
     if card is not None and not (isinstance(card, dict) and _text(card.get("text") or "") is None):
         raise BadExport(f"profile {key!r}: card must be an object with a text")
-    version = (card or {}).get("version") or 0
-    if isinstance(version, bool) or not isinstance(version, int) or not 0 <= version < 2**31:
-        raise BadExport(f"profile {key!r}: card version {version!r:.80} is not a whole number from 0")
 
 
 def _local_clock(fields: dict) -> dict:
@@ -421,7 +452,8 @@ class _Writes:
                     if problem:
                         ident = next((getattr(row, f) for f in ("mid", "hid", "eid", "rid", "key", "object_id")
                                       if getattr(row, f, None)), "")
-                        raise BadExport(f"profile {self.profile!r}, {kind} {ident!r:.80}: {problem}")
+                        named = f" {ident!r:.80}" if ident else ""
+                        raise BadExport(f"profile {self.profile!r}, {kind}{named}: {problem}")
             return
         self.kind = kind
         for start in range(0, len(items), self.rows):

@@ -165,9 +165,11 @@ def test_another_writer_gets_the_lock_between_two_batches_of_a_long_apply(tmp_pa
     ("legacy_fragments", {"legacy_extra": {"k": ["ok", "a\x00b"]}}, "field 'legacy_extra': a text inside it contains a NUL"),
     ("legacy_meta", {"metadata": {"\ud800": 1}}, "field 'metadata': a text inside it contains a lone surrogate"),
     ("tombstones", {"expires_at": "2020-01-01T00:00:00+00:00", "deleted_at": "2021-01-01T00:00:00+00:00"},
-     "'expires_at' is not after its 'deleted_at'"),
-    ("profile", {"language": "xx"}, "language 'xx' is not one of"),
-    ("card", {"version": -1}, "card version -1"),
+     "breaks the database's rule 'tombstone_expires_after_deletion'"),
+    ("legacy_fragments", {"disposition": "lost"}, "disposition 'lost': breaks the database's rule"),
+    ("profile", {"language": "xx"}, "language 'xx': breaks the database's rule 'profile_language_valid'"),
+    ("card", {"version": -1}, "the card: field 'version': -1 cannot be stored"),
+    ("card", {"version": "v2"}, "field 'version'"),
 ])
 def test_a_value_the_database_would_refuse_is_refused_before_any_batch(tmp_path, kind, change, said):
     data = _rich_export(tmp_path)
