@@ -55,6 +55,8 @@ class ExportFile:
             for name, first in events.members():
                 if name in names:
                     raise BadFile(f"That file's top level has {name!r:.40} twice.")
+                if "." in name:  # ijson's paths join names with dots: "profiles.item" would pass for one
+                    raise BadFile(f"That file's top level has a member {name!r:.40}; an export's names have no dot.")
                 names.add(name)
                 if name == "profiles" and first == "start_array":
                     header.profiles = events.count_items()

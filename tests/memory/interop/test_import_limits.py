@@ -154,6 +154,7 @@ def test_the_header_pass_builds_no_profile_and_the_profile_pass_one_at_a_time(se
     (b'{"a": "\xff"}', "not UTF-8"),
     (b'{"a": 1} x', "trailing garbage"),
     (b'{"a": 1, "a": 2}', "has 'a' twice"),
+    (b'{"profiles": [], "profiles.item": {"key": "x"}}', "has a member 'profiles.item'"),
 ])
 def test_a_malformed_file_is_refused_saying_why(raw, said):
     with pytest.raises(BadFile) as refused:
