@@ -140,9 +140,13 @@ TUNABLES: dict[str, Tunable] = {
     ),
     # The data page refuses exports larger than this (hostile input).
     "PREVIOUSLY_MAX_IMPORT_BYTES": Tunable(200 * 1024 * 1024, minimum=1),
-    # S4 (issue 16): JSON objects + arrays an export may hold (counted from the bytes before it
-    # is parsed); hours an unapplied import preview's file is kept before housekeeping removes it.
+    # S4 (issue 16): JSON objects + arrays an export may hold and how deep they may nest (both
+    # checked as the file streams, before what exceeds them is built); rows an import writes per
+    # transaction (another writer gets SQLite's lock between two); hours an unapplied import
+    # preview's file is kept before housekeeping removes it.
     "PREVIOUSLY_IMPORT_MAX_OBJECTS": Tunable(3_000_000, minimum=1),
+    "PREVIOUSLY_IMPORT_MAX_DEPTH": Tunable(64, minimum=8),
+    "PREVIOUSLY_IMPORT_BATCH_ROWS": Tunable(200, minimum=1),
     "PREVIOUSLY_IMPORT_PREVIEW_HOURS": Tunable(6, minimum=1),
     # Threads per process for the chat's database calls on PostgreSQL (previously/chat/db.py).
     "PREVIOUSLY_DB_THREADS": Tunable(4, minimum=1),

@@ -2,9 +2,9 @@
 byte for byte, under `imports/<token>.json` in the default storage between the dry-run
 preview and its apply. It is removed on apply, on cancel, when the same person previews
 another file, and by the server's housekeeping once older than PREVIOUSLY_IMPORT_PREVIEW_HOURS
-(`sweep_previews`) — no preview outlives that."""
+(`sweep_previews`) — no preview outlives that. Both the preview and the apply read it as it
+streams from the storage (`preview_file`, memory/interop/json_stream.py)."""
 
-import json
 import re
 import secrets
 from datetime import timedelta
@@ -13,12 +13,10 @@ from django.conf import settings
 from django.core.files.storage import default_storage
 from django.utils import timezone
 
+from memory.interop.json_stream import ExportFile
+
 FOLDER = "imports"
 TOKEN_RE = re.compile(r"[0-9a-f]{32}")
-
-
-class BadFile(Exception):
-    """The upload is not JSON we are willing to parse; the message says why."""
 
 
 def save_preview(upload) -> str:
@@ -38,9 +36,10 @@ def preview_exists(token: str) -> bool:
     return default_storage.exists(_path(token))
 
 
-def read_preview(token: str) -> bytes:
-    with default_storage.open(_path(token)) as fh:
-        return fh.read()
+def preview_file(token: str) -> ExportFile:
+    """The stored upload, read as it streams from the storage in each pass (never whole)."""
+    path = _path(token)
+    return ExportFile(lambda: default_storage.open(path, "rb"))
 
 
 def drop_preview(token: str | None) -> None:
@@ -63,24 +62,3 @@ def sweep_previews(now=None) -> int:
         except FileNotFoundError:
             continue  # applied or cancelled meanwhile
     return removed
-
-
-def parse_export(raw: bytes) -> dict:
-    """The export's JSON, bounded before it is built: at most PREVIOUSLY_IMPORT_MAX_OBJECTS
-    objects and arrays (counted from the bytes, an upper bound, before parsing) and no deeper
-    than the parser's recursion limit; BadFile with a clear reason otherwise."""
-    limit = settings.PREVIOUSLY_IMPORT_MAX_OBJECTS
-    containers = raw.count(b"{") + raw.count(b"[")
-    if containers > limit:
-        raise BadFile(f"That file holds up to {containers:,} JSON objects and arrays; the limit is {limit:,}"
-                      " (PREVIOUSLY_IMPORT_MAX_OBJECTS).")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise BadFile("That file is not UTF-8 text, so not a JSON export.") from None
-    try:
-        return json.loads(text)
-    except RecursionError:
-        raise BadFile("That file is nested too deeply to be an export.") from None
-    except json.JSONDecodeError as exc:
-        raise BadFile(f"That file is not a JSON export ({exc.msg} at line {exc.lineno}, column {exc.colno}).") from None

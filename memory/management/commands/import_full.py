@@ -1,11 +1,12 @@
-"""Import a full export (SPEC X2): dedupe by id, tombstones block, all or nothing."""
+"""Import a full export (SPEC X2, S4): dedupe by id, tombstones block, checked whole before
+anything is written, then written in short batches (re-running finishes an interrupted one)."""
 
-import json
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from memory.interop.full_import import COLUMNS, BadExport, import_full
+from memory.interop.full_import import COLUMNS, BadExport, ImportInterrupted, import_full
+from memory.interop.json_stream import ExportFile
 from memory.management import output
 from memory.management.profiles import resolve_user
 
@@ -24,12 +25,12 @@ class Command(BaseCommand):
         if not path.is_file():
             raise CommandError(f"export file {str(path)!r} not found", returncode=2)
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
             with output.progress(self.stderr) as progress:
-                report = import_full(data=data, user=user, dry_run=opts["dry_run"], progress=progress)
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise CommandError(f"{path} is not JSON ({exc}). Nothing was written.", returncode=1) from None
+                report = import_full(data=ExportFile(lambda: path.open("rb")), user=user, dry_run=opts["dry_run"],
+                                     progress=progress)
         except BadExport as exc:
+            raise CommandError(f"{path}: {exc}", returncode=1) from None
+        except ImportInterrupted as exc:
             raise CommandError(f"{path}: {exc}", returncode=1) from None
         for note in report.notes:
             self.stdout.write(note)

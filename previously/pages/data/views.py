@@ -13,15 +13,8 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods, require_POST
 
 from memory.interop.export import export_json, profiles_for
-from memory.interop.full_import import BadExport, import_full
-from memory.interop.previews import (
-    BadFile,
-    drop_preview,
-    parse_export,
-    preview_exists,
-    read_preview,
-    save_preview,
-)
+from memory.interop.full_import import BadExport, ImportInterrupted, import_full
+from memory.interop.previews import drop_preview, preview_exists, preview_file, save_preview
 from memory.models import Profile
 
 PENDING = "data_import_pending"
@@ -74,15 +67,14 @@ def data_import_preview(request):
         )
     # S4: one pending preview per session — a new upload removes the previous one's file.
     drop_preview((request.session.pop(PENDING, None) or {}).get("token"))
-    try:
-        # Bounded parse (object count, depth), then a dry run that only reads: no write lock.
-        data = parse_export(upload.read())
-        report = import_full(data=data, user=target, dry_run=True)
-    except (BadFile, BadExport) as exc:
-        return _page_with_error(request, target, str(exc))
-    del data
-    upload.seek(0)
     token = save_preview(upload)  # the upload as sent, streamed from its temp file
+    try:
+        # A dry run that only reads (no write lock), streaming the stored file: bounded in
+        # memory, depth and object count (memory/interop/json_stream.py).
+        report = import_full(data=preview_file(token), user=target, dry_run=True)
+    except BadExport as exc:
+        drop_preview(token)
+        return _page_with_error(request, target, str(exc))
     request.session[PENDING] = {"token": token, "user_id": target.pk}
     return render(request, "data/data.html", {
         "target": target, "profiles": Profile.objects.for_user(target), "preview": report, "token": token,
@@ -106,8 +98,8 @@ def data_import_apply(request):
         del request.session[PENDING]
         return _page_with_error(request, target, _("That preview has expired; upload the file again."))
     try:
-        report = import_full(data=parse_export(read_preview(pending["token"])), user=target)
-    except (BadFile, BadExport) as exc:  # e.g. the account's rows changed since the preview
+        report = import_full(data=preview_file(pending["token"]), user=target)
+    except (BadExport, ImportInterrupted) as exc:  # e.g. a database error part-way: the message says re-run
         return _page_with_error(request, target, str(exc))
     finally:
         drop_preview(pending["token"])

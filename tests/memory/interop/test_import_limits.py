@@ -3,6 +3,7 @@ transaction), every bad record is refused naming the profile, kind, record and f
 anything is written, ids are full-matched, the JSON parse is bounded, and import previews are
 removed on apply, cancel, a new preview and by the housekeeping sweep."""
 
+import io
 import json
 import os
 import time
@@ -18,7 +19,8 @@ from django.utils import timezone
 
 from memory.interop.export import export_json
 from memory.interop.full_import import BadExport, import_full
-from memory.interop.previews import FOLDER, BadFile, parse_export, sweep_previews
+from memory.interop.json_stream import BadFile, ExportFile
+from memory.interop.previews import FOLDER, sweep_previews
 from memory.models import Message
 from tests.factories import MessageFactory, ProfileFactory, UserFactory
 
@@ -99,15 +101,75 @@ def test_a_period_outside_the_closed_set_is_not_kept_where_the_prompt_reads_it(e
     assert msg.legacy_extra["period"].startswith("\n# Reply")
 
 
+def _stream(raw: bytes) -> ExportFile:
+    return ExportFile(lambda: io.BytesIO(raw))
+
+
+def _parse(raw: bytes):
+    """The header pass, then every profile as the streamed parse builds it."""
+    export = _stream(raw)
+    return export.header(), list(export.profiles())
+
+
 def test_deep_nesting_and_too_many_objects_are_refused_before_they_are_built(settings):
-    with pytest.raises(BadFile, match="nested too deeply"):
-        parse_export(b"[" * 200_000 + b"]" * 200_000)
+    with pytest.raises(BadFile, match=r"nested too deeply .* stopped at profiles\[0\]\[0\]"):
+        _parse(b'{"profiles": [' + b"[" * 200_000 + b"]" * 200_000 + b"]}")
     settings.PREVIOUSLY_IMPORT_MAX_OBJECTS = 1000
-    with pytest.raises(BadFile, match="limit is 1,000"):
-        parse_export(b"[" + b",".join([b"{}"] * 5000) + b"]")
+    with pytest.raises(BadFile, match=r"more than 1,000 JSON objects .* stopped at profiles\[998\]"):
+        _parse(b'{"profiles": [' + b",".join([b"{}"] * 5000) + b"]}")
     with pytest.raises(BadFile, match="not a JSON export"):
-        parse_export(b'{"a": ')
-    assert parse_export('{"名": "🐱"}'.encode()) == {"名": "🐱"}
+        _parse(b'{"a": ')
+    with pytest.raises(BadFile, match="top level is not an object"):
+        _parse(b"[" * 200_000)
+    header, profiles = _parse('{"format": "名", "profiles": [{"key": "🐱", "n": [1, 2.5, null, true]}]}'.encode())
+    assert (header.members, header.profiles) == ({"format": "名"}, 1)
+    assert profiles == [{"key": "🐱", "n": [1, 2.5, None, True]}]
+
+
+def test_the_header_pass_builds_no_profile_and_the_profile_pass_one_at_a_time(settings):
+    """Memory is bounded by the largest profile: the header pass counts profiles without
+    building them, and the second builds each only when the one before has been used."""
+    raw = json.dumps({"format": "previously-export", "version": 1,
+                      "profiles": [{"key": f"p{n}", "messages": [{"mid": f"c_{n}"}] * 3} for n in range(3)]}).encode()
+    reads = []
+
+    class Tracked(io.BytesIO):
+        def read(self, size=-1):
+            reads.append(self.tell())
+            return super().read(min(size, 64) if size and size > 0 else size)
+
+    export = ExportFile(lambda: Tracked(raw))
+    assert export.header().profiles == 3
+    reads.clear()
+    profiles = export.profiles()
+    assert next(profiles)["key"] == "p0"
+    assert max(reads) < len(raw) // 2  # the rest of the file was not read to build the first profile
+    assert [p["key"] for p in profiles] == ["p1", "p2"]
+
+
+@pytest.mark.parametrize(("raw", "said"), [
+    (b'{"a": "\\ud800"}', "lone surrogate (\\ud800)"),
+    (b'{"a": "x\\udc31"}', "lone surrogate (\\udc31)"),
+    (b'{"a": "\\ud83d"}', "lone surrogate (\\ud83d)"),
+    (b'{"a": "\xff"}', "not UTF-8"),
+    (b'{"a": 1} x', "trailing garbage"),
+    (b'{"a": 1, "a": 2}', "has 'a' twice"),
+    (b'{"profiles": [], "profiles.item": {"key": "x"}}', "has a member 'profiles.item'"),
+])
+def test_a_malformed_file_is_refused_saying_why(raw, said):
+    with pytest.raises(BadFile) as refused:
+        _parse(raw)
+    assert said in str(refused.value)
+
+
+@pytest.mark.parametrize("pad", range(64 * 1024 - 16, 64 * 1024 + 4))
+def test_surrogate_escapes_cut_by_a_read_are_still_paired_or_refused(pad):
+    pair = b'{"a": "' + b"x" * pad + b'\\ud83d\\udc31 and \\\\ud800"}'
+    assert _parse(pair)[0].profiles == 0  # a pair, and an escaped backslash before "ud800"
+    with pytest.raises(BadFile, match="lone surrogate"):
+        _parse(b'{"a": "' + b"x" * pad + b'\\ud83d\\n"}')
+    with pytest.raises(BadFile, match="lone surrogate"):
+        _parse(b'{"a": "' + b"\\\\" * (pad // 2) + b'\\ud83d"}')
 
 
 def _previews(root):
@@ -156,7 +218,7 @@ def test_an_expired_preview_is_swept_and_its_apply_says_so(client, export, stora
 
 def test_a_malformed_upload_gets_a_clear_400_never_a_500(client, storage):
     client.force_login(UserFactory())
-    for body, said in [(b"[" * 100_000, "nested too deeply"), (b"\xff\xfe", "not UTF-8"),
+    for body, said in [(b'{"profiles": ' + b"[" * 100_000, "nested too deeply"), (b"\xff\xfe", "not UTF-8"),
                        (json.dumps({"format": "previously-export", "version": 1, "profiles": [
                            {"key": "owner", "messages": [{"mid": "x/y", "created_at": "2026-01-01T00:00:00",
                                                           "speaker": "user"}]}]}).encode(), "is not an id")]:

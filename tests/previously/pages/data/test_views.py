@@ -4,6 +4,7 @@ import json
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.db import OperationalError, connection
 from django.urls import reverse
 
 from memory.models import Message
@@ -115,3 +116,33 @@ def test_an_oversize_upload_is_refused_with_a_clear_message_and_nothing_written(
     assert response.status_code == 400
     assert "the limit is 100 bytes" in response.content.decode()
     assert Profile.objects.count() == before
+
+
+def test_an_apply_stopped_by_a_database_error_says_what_was_kept_and_to_import_again(client, profile, bob, storage,
+                                                                                   settings):
+    """S4: the apply writes in short batches; a database error part-way keeps the batches
+    before it, and the page says so — importing the same file again finishes it (X2)."""
+    settings.PREVIOUSLY_IMPORT_BATCH_ROWS = 2
+    for n in range(5):
+        MessageFactory(profile=profile, content=f"line {n}")
+    token = _preview_as(client, bob, profile).context["token"]
+    writes = []
+
+    def fail_in_the_second_message_batch(execute, sql, params, many, context):
+        if sql.lstrip().upper().startswith("INSERT INTO \"MEMORY_MESSAGE\""):
+            writes.append(sql)
+            if len(writes) == 2:
+                raise OperationalError("database is locked")
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(fail_in_the_second_message_batch):
+        response = client.post(reverse("data_import_apply"), {"token": token})
+    page = response.content.decode()
+    assert response.status_code == 400
+    assert "stopped while writing messages" in page and "import the same file again" in page
+    assert Message.objects.filter(profile__user=bob).count() == 2  # the first batch stays
+    again = _preview_as(client, bob, profile)
+    assert again.context["preview"].counts["messages"]["created"] == 3
+    client.post(reverse("data_import_apply"), {"token": again.context["token"]})
+    assert sorted(Message.objects.filter(profile__user=bob).values_list("content", flat=True)) == [
+        f"line {n}" for n in range(5)]

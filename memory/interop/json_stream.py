@@ -1,0 +1,264 @@
+"""Our export read as it streams (SPEC S4, issue 16 point 2): never the whole file in memory.
+
+An `ExportFile` opens its file anew for each pass. `header()` walks the whole file once
+(ijson's events) without building anything but the top level's `format`, `version` and
+`exported_at`, so a file that is not JSON, holds more than PREVIOUSLY_IMPORT_MAX_OBJECTS
+objects and arrays or nests deeper than PREVIOUSLY_IMPORT_MAX_DEPTH is refused before any
+profile is built or checked — both bounds are checked as each object or array opens, and a
+refusal (`BadFile`) names where the file stopped, e.g. `profiles[0].messages[1203].legacy_extra`.
+`profiles()` then builds one profile at a time (`profiles.item`, ijson's C builder), so
+memory is bounded by the largest profile, not the file.
+
+The parser is ijson's C backend (yajl). yajl turns an escaped lone surrogate (`"\\ud800"`)
+into `?`; `_SurrogateCheck` refuses such a file first, as text that cannot be stored.
+"""
+
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import BinaryIO
+
+import ijson
+from django.conf import settings
+
+CHUNK = 64 * 1024
+# The top-level members a header pass keeps (anything else there is skipped, never built).
+HEADER_MEMBERS = ("format", "version", "exported_at")
+STARTS = {"start_map": "end_map", "start_array": "end_array"}
+
+
+class BadFile(Exception):
+    """The upload is not JSON we are willing to parse; the message says why (and where)."""
+
+
+@dataclass
+class Header:
+    """The top level of an export: its small members, and how many profiles it holds (None
+    when `profiles` is there but not a list)."""
+
+    members: dict = field(default_factory=dict)
+    profiles: int | None = 0
+
+
+class ExportFile:
+    """An export file read in passes; `open_file` gives a fresh binary file each time."""
+
+    def __init__(self, open_file: Callable[[], BinaryIO]):
+        self.open_file = open_file
+        self.length: int | None = None  # bytes, once the header pass has read them all
+
+    def header(self) -> Header:
+        """Walk the whole file within the bounds; keep only the top level's small members."""
+        header, names = Header(), set()
+        with self.open_file() as fh:
+            events = _Events(fh)
+            for name, first in events.members():
+                if name in names:
+                    raise BadFile(f"That file's top level has {name!r:.40} twice.")
+                if "." in name:  # ijson's paths join names with dots: "profiles.item" would pass for one
+                    raise BadFile(f"That file's top level has a member {name!r:.40}; an export's names have no dot.")
+                names.add(name)
+                if name == "profiles" and first == "start_array":
+                    header.profiles = events.count_items()
+                elif name == "profiles":
+                    header.profiles = 0 if first == "null" else None
+                    events.skip(first)
+                elif name in HEADER_MEMBERS:
+                    header.members[name] = events.build(first)
+                else:
+                    events.skip(first)
+            self.length = events.source.length
+        return header
+
+    def profiles(self) -> Iterator:
+        """Each item of the top-level `profiles` list, built one at a time by ijson's C
+        builder: `header()` has walked this same file within the bounds first (a file that is
+        not the same length then is refused, at its end)."""
+        with self.open_file() as fh:
+            source = _SurrogateCheck(fh)
+            try:
+                yield from ijson.items(source, "profiles.item", use_float=True, buf_size=CHUNK)
+            except ijson.JSONError as exc:
+                raise _syntax(exc, "a profile") from None
+            except UnicodeDecodeError:
+                raise BadFile("That file is not UTF-8 text, so not a JSON export.") from None
+        if self.length is not None and source.length != self.length:
+            raise BadFile("That file changed while it was being read.")
+
+
+class _Events:
+    """ijson's events for one pass, with the bounds checked and the position kept."""
+
+    def __init__(self, fh: BinaryIO):
+        self.max_depth = settings.PREVIOUSLY_IMPORT_MAX_DEPTH
+        self.max_containers = settings.PREVIOUSLY_IMPORT_MAX_OBJECTS
+        self.containers = 0
+        self.stack: list[list] = []  # per open container: [is_array, current key or index]
+        self.source = _SurrogateCheck(fh)
+        self.events = ijson.basic_parse(self.source, use_float=True, buf_size=CHUNK)
+        self.value = None
+
+    def where(self) -> str:
+        steps = [f"[{at}]" if is_array else f".{at:.40}" for is_array, at in self.stack if at not in (None, -1)]
+        if len(steps) > 10:
+            steps = [*steps[:6], f"…({len(steps) - 8} more)…", *steps[-2:]]
+        return "".join(steps).lstrip(".") or "the top level"
+
+    def next(self) -> str:
+        """The next event's name (its value in `self.value`), bounds checked."""
+        try:
+            event, self.value = next(self.events)
+        except StopIteration:
+            raise BadFile("That file ended before its JSON did.") from None
+        except ijson.JSONError as exc:
+            raise _syntax(exc, self.where()) from None
+        except UnicodeDecodeError:
+            raise BadFile(f"That file is not UTF-8 text, so not a JSON export (it stopped at {self.where()}).") from None
+        if event == "map_key":
+            self.stack[-1][1] = self.value
+            return event
+        if self.stack and self.stack[-1][0]:
+            self.stack[-1][1] += 1  # the next item of an array
+        if event in STARTS:
+            self.containers += 1
+            if self.containers > self.max_containers:
+                raise BadFile(f"That file holds more than {self.max_containers:,} JSON objects and arrays, the limit"
+                              f" (PREVIOUSLY_IMPORT_MAX_OBJECTS); it stopped at {self.where()}.")
+            if len(self.stack) >= self.max_depth:
+                raise BadFile(f"That file is nested too deeply to be an export (more than {self.max_depth} levels,"
+                              f" PREVIOUSLY_IMPORT_MAX_DEPTH); it stopped at {self.where()}.")
+            self.stack.append([event == "start_array", -1 if event == "start_array" else None])
+        elif event in ("end_map", "end_array"):
+            self.stack.pop()
+        return event
+
+    def members(self) -> Iterator[tuple[str, str]]:
+        """(name, first event of its value) of each top-level member; the caller consumes the
+        value (build or skip) before asking for the next. Then the file must end."""
+        if self.next() != "start_map":
+            raise BadFile("That file is not a JSON export (its top level is not an object).")
+        while self.next() == "map_key":
+            name = self.value
+            yield name, self.next()
+        try:
+            next(self.events)
+        except StopIteration:
+            return
+        except ijson.JSONError as exc:
+            raise _syntax(exc, "the end of the file") from None
+        raise BadFile("That file has more after its JSON export.")
+
+    def count_items(self) -> int:
+        """Walk past each item of the array just opened, building nothing; how many."""
+        n = 0
+        while (event := self.next()) != "end_array":
+            self.skip(event)
+            n += 1
+        return n
+
+    def skip(self, event: str) -> None:
+        """Walk past the value that starts with `event` (bounds checked), building nothing."""
+        if event in STARTS:
+            depth = len(self.stack)
+            while len(self.stack) >= depth:
+                self.next()
+
+    def build(self, event: str):
+        """The value that starts with `event`, built without recursion."""
+        if event not in STARTS:
+            return self.value
+        root: dict | list = {} if event == "start_map" else []
+        open_: list[dict | list] = [root]
+        key = None
+        while open_:
+            event = self.next()
+            if event == "map_key":
+                key = self.value
+                continue
+            if event in ("end_map", "end_array"):
+                open_.pop()
+                continue
+            value = ({} if event == "start_map" else []) if event in STARTS else self.value
+            parent = open_[-1]
+            if isinstance(parent, list):
+                parent.append(value)
+            else:
+                parent[key] = value
+            if event in STARTS:
+                open_.append(value)
+        return root
+
+
+def _syntax(exc: Exception, where: str) -> BadFile:
+    raw = exc.args[0] if exc.args else ""
+    if isinstance(raw, bytes):
+        try:
+            raw = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return BadFile(f"That file is not UTF-8 text, so not a JSON export (it stopped at {where}).")
+    first = str(raw).strip().splitlines()[0] if str(raw).strip() else "malformed"
+    if "UTF8" in first:
+        return BadFile(f"That file is not UTF-8 text, so not a JSON export (it stopped at {where}).")
+    return BadFile(f"That file is not a JSON export ({first.rstrip('.')}; it stopped at {where}).")
+
+
+# A run of backslashes, then u and a surrogate's four hex digits: an escape when the run is odd.
+_SURROGATE = re.compile(rb"(\\+)u[dD]([89abAB]|[c-fC-F])[0-9a-fA-F]{2}")
+_LOW = re.compile(rb"\\u[dD][c-fC-F][0-9a-fA-F]{2}")
+_HOLD = 12  # the end of each read is held back and read again with the next: an escape may be cut
+
+
+class _SurrogateCheck:
+    """The file as read, refusing an escaped lone surrogate (yajl would store `?` instead)."""
+
+    def __init__(self, fh: BinaryIO):
+        self.fh = fh
+        self.held = b""  # the last bytes read, not handed on yet
+        self.backslashes = 0  # the run of backslashes just before `held`
+        self.seen = 0  # escapes in `held` ending at or before this were checked already
+        self.done = False
+        self.length = 0  # bytes read so far
+
+    def read(self, size: int = -1) -> bytes:
+        if size == 0:
+            return b""  # ijson's look at the file's type
+        while not self.done:
+            chunk = self.fh.read(CHUNK)
+            self.length += len(chunk)
+            data = self.held + chunk
+            if not chunk:
+                self.done = True
+                self._check(data, final=True)
+                return data
+            deferred = self._check(data, final=False)
+            cut = max(0, len(data) - _HOLD)
+            out, self.held = data[:cut], data[cut:]
+            self.seen = max(0, (len(data) if deferred is None else deferred) - cut)
+            run = len(out) - len(out.rstrip(b"\\"))
+            self.backslashes = run + self.backslashes if run == len(out) else run
+            if out:
+                return out
+        return b""
+
+    def _check(self, data: bytes, *, final: bool) -> int | None:
+        """Raise at a lone surrogate escape; where a high one at the very end starts (its low
+        half may come with the next read), else None."""
+        if b"\\ud" not in data and b"\\uD" not in data:
+            return None  # no surrogate escape here (the common case, found in C)
+        paired_low = -1
+        for m in _SURROGATE.finditer(data):
+            run = len(m.group(1)) + (self.backslashes if m.start() == 0 else 0)
+            if m.end() <= self.seen or run % 2 == 0:
+                continue  # checked with the previous read, or an escaped backslash and "ud…"
+            at = m.end() - 6
+            if m.group(2) in b"89abAB":
+                if _LOW.match(data, m.end()):
+                    paired_low = m.end()
+                    continue
+                if not final and len(data) - m.end() < 6:
+                    return m.start()
+            elif at == paired_low:
+                continue
+            raise BadFile(f"That file contains a lone surrogate (\\{data[at + 1:m.end()].decode()}) in a string:"
+                          " text that cannot be stored.")
+        return None

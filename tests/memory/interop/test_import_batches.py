@@ -1,0 +1,189 @@
+"""Issue 16 point 2 (SPEC S4, X2, X4): the full import's apply checks the whole file without
+writing, then writes in batches of PREVIOUSLY_IMPORT_BATCH_ROWS, each in its own short
+transaction — another writer gets SQLite's lock between two — and an apply stopped by a
+database error part-way finishes when run again, with exactly the rows of a clean one."""
+
+import json
+import threading
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+from django.db import OperationalError, connection
+
+from memory.interop.export import export_json
+from memory.interop.full_import import BadExport, ImportInterrupted, import_full
+from memory.interop.synthetic import write_dump
+from memory.models import (
+    Card,
+    CardSnapshot,
+    LegacyMeta,
+    Message,
+    Profile,
+    RecallDocument,
+    RecallStats,
+    Slice,
+)
+from memory.models.curation import Favourite, RelationType
+from tests.factories import MessageFactory, ProfileFactory, SliceFactory, UserFactory
+
+
+def _rich_export(tmp_path) -> dict:
+    """Every kind of record (a synthetic legacy dump imported, plus a card, a snapshot,
+    favourites, a tombstone and a relation), and some lines whose slice the file does not name (they
+    join one by the idle gap, S1)."""
+    owner = UserFactory(is_superuser=True)
+    dump = tmp_path / "in.json"
+    write_dump(str(dump), keys=400, seed=4)
+    call_command("import_kv", str(dump), "--user", owner.username, stdout=StringIO())
+    profile = Profile.objects.filter(user=owner).order_by("key").first()
+    Card.objects.update_or_create(profile=profile, defaults={"text": "# Previously On\n\ncard\n", "version": 3})
+    CardSnapshot.objects.create(profile=profile, slice=Slice.objects.filter(profile=profile).first(), text="then")
+    for line in Message.objects.filter(profile=profile, deleted_at__isnull=True)[:3]:
+        Favourite.objects.create(profile=profile, message=line, excerpt="")
+    data = export_json(profiles=Profile.objects.filter(user=owner))
+    for m in data["profiles"][0]["messages"][-6:]:
+        del m["slice"]
+    data["profiles"][0]["tombstones"].append({
+        "kind": "msg", "object_id": "c_00000000deadbeef", "deleted_at": "2026-01-01T00:00:00+00:00",
+        "expires_at": "2027-01-01T00:00:00+00:00"})
+    first = data["profiles"][0]
+    first["relations"].append({"rid": "r_batches", "type": RelationType.values[0], "from_id": first["highlights"][0]["hid"],
+                               "to_id": first["experiences"][0]["eid"], "created_at": "2026-01-02T00:00:00+00:00"})
+    return json.loads(json.dumps(data))
+
+
+def rows_of(user) -> dict:
+    """What the user holds, independent of primary keys: the export of their profiles, plus
+    the recall index (documents by mid, and each profile's statistics)."""
+    profiles = Profile.objects.filter(user=user).order_by("key")
+    held = export_json(profiles=profiles)
+    del held["exported_at"]
+    for p in held["profiles"]:  # the times of the import itself, not of the file
+        history = [h for e in p["experiences"] for h in e["history"]]
+        for row in (p["card"] or {}, *p["card_snapshots"], *p["favourites"], *history):
+            row.pop("updated_at", None), row.pop("created_at", None)
+    docs = sorted(RecallDocument.objects.filter(profile__user=user).values_list(
+        "profile__key", "message__mid", "tokens", "pos", "slice__key", "speaker", "day"))
+    stats = sorted(RecallStats.objects.filter(profile__user=user).values_list(
+        "profile__key", "n_docs", "n_tokens", "next_pos"))
+    return {"export": held, "index": docs, "stats": stats}
+
+
+class FailAfter:
+    """A database error at the `nth` write statement after `batches` committed batches, as a
+    locked or lost database would raise it (Django's execute wrapper, so every write counts:
+    the rows, the recall index's own statements)."""
+
+    def __init__(self, batches: int, nth: int = 1):
+        self.batches, self.nth, self.done, self.writes, self.stages = batches, nth, 0, 0, []
+
+    def __call__(self, execute, sql, params, many, context):
+        if self.done == self.batches and sql.lstrip().split(None, 1)[0].upper() in ("INSERT", "UPDATE", "DELETE"):
+            self.writes += 1
+            if self.writes == self.nth:
+                raise OperationalError("database is locked (injected)")
+        return execute(sql, params, many, context)
+
+    def progress(self, stage: str, done: int, total: int) -> None:
+        if stage.startswith("writing "):
+            self.done += 1
+            self.stages.append(stage)
+
+
+@pytest.mark.django_db
+def test_an_interrupted_apply_run_again_ends_with_exactly_the_rows_of_a_clean_one(tmp_path, settings):
+    settings.PREVIOUSLY_IMPORT_BATCH_ROWS = 40
+    data = _rich_export(tmp_path)
+    clean = UserFactory()
+    stages = []
+    import_full(data=data, user=clean, progress=lambda stage, *_: stages.append(stage))
+    expected = rows_of(clean)
+    assert expected["index"] and expected["export"]["profiles"][0]["card"]
+    batches = [s for s in stages if s.startswith("writing ")]
+    # The first batch of each kind (failing in the first write after the batch before it:
+    # that batch, or a single write between — the card, the index's merge), a batch in the
+    # middle of the lines (failing in a later write, after its lines went in: the recall
+    # index), and the last batch.
+    firsts = sorted({batches.index(s) for s in batches})
+    middle = batches.index("writing messages") + 2
+    points = [(i, 1) for i in firsts] + [(middle, 2), (len(batches) - 1, 1)]
+    assert len(firsts) == 10, " | ".join(sorted(set(batches)))
+    for at, nth in points:
+        user = UserFactory()
+        fail = FailAfter(at, nth)
+        with connection.execute_wrapper(fail), pytest.raises(ImportInterrupted) as stopped:
+            import_full(data=data, user=user, progress=fail.progress)
+        said = str(stopped.value)
+        assert f"The {at:,} batches written before it are kept" in said and "import the same file again" in said
+        assert len(fail.stages) == at
+        import_full(data=data, user=user)
+        assert rows_of(user) == expected, f"stopped in batch {at} ({batches[at]}), insert {nth}"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_another_writer_gets_the_lock_between_two_batches_of_a_long_apply(tmp_path, settings):
+    """With one row per batch, another connection writes a chat line after each of the first
+    batches; it waits at most 2 s for the lock (an apply holding it throughout fails it)."""
+    settings.PREVIOUSLY_IMPORT_BATCH_ROWS = 1
+    data = _rich_export(tmp_path)
+    other = ProfileFactory()
+    other_slice = SliceFactory(profile=other)
+    outcomes: list[str] = []
+
+    def chat_line() -> None:
+        try:
+            if connection.vendor == "sqlite":
+                with connection.cursor() as cursor:
+                    cursor.execute("PRAGMA busy_timeout = 2000")
+            MessageFactory(profile=other, slice=other_slice, content=f"said while importing {len(outcomes)}")
+            outcomes.append("saved")
+        except Exception as exc:  # noqa: BLE001 — the outcome is what the test reads
+            outcomes.append(f"{type(exc).__name__}: {exc}")
+        finally:
+            connection.close()
+
+    def between_batches(stage: str, done: int, total: int) -> None:
+        if stage.startswith("writing ") and len(outcomes) < 5:
+            assert not connection.in_atomic_block, "progress is called inside a transaction"
+            writer = threading.Thread(target=chat_line)
+            writer.start()
+            writer.join(30)
+
+    report = import_full(data=data, user=UserFactory(), progress=between_batches)
+    assert outcomes == ["saved"] * 5
+    assert Message.objects.filter(profile=other).count() == 5
+    assert report.counts["messages"]["created"] > 5
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("kind", "change", "said"), [
+    ("legacy_meta", {"expiration": ""}, "field 'expiration'"),
+    ("legacy_meta", {"expiration": 2**70}, "field 'expiration'"),
+    ("legacy_fragments", {"day_key": None}, "field 'day_key' cannot be empty"),
+    ("legacy_fragments", {"role": "x" * 5000}, "field 'role'"),
+    ("legacy_fragments", {"legacy_extra": {"k": ["ok", "a\x00b"]}}, "field 'legacy_extra': a text inside it contains a NUL"),
+    ("legacy_meta", {"metadata": {"\ud800": 1}}, "field 'metadata': a text inside it contains a lone surrogate"),
+    ("tombstones", {"expires_at": "2020-01-01T00:00:00+00:00", "deleted_at": "2021-01-01T00:00:00+00:00"},
+     "breaks the database's rule 'tombstone_expires_after_deletion'"),
+    ("legacy_fragments", {"disposition": "lost"}, "disposition 'lost': breaks the database's rule"),
+    ("profile", {"language": "xx"}, "language 'xx': breaks the database's rule 'profile_language_valid'"),
+    ("card", {"version": -1}, "the card: field 'version': -1 cannot be stored"),
+    ("card", {"version": "v2"}, "field 'version'"),
+])
+def test_a_value_the_database_would_refuse_is_refused_before_any_batch(tmp_path, kind, change, said):
+    data = _rich_export(tmp_path)
+    profile = data["profiles"][0]
+    if kind == "profile":
+        profile.update(change)
+    elif kind == "card":
+        profile["card"].update(change)
+    else:
+        assert profile[kind], kind
+        profile[kind][-1].update(change)
+    user = UserFactory()
+    with pytest.raises(BadExport) as refused:
+        import_full(data=data, user=user)
+    assert said in str(refused.value)
+    assert not Profile.objects.filter(user=user).exists()
+    assert not LegacyMeta.objects.filter(profile__user=user).exists()
