@@ -14,6 +14,17 @@ question in two steps, on either engine:
 
 Writes happen in the caller's transaction: `store` beside the archive write, `remove`
 beside the index removal (hide, delete), so a deleted line never keeps its vector.
+
+What is embedded is the line in context (issue 18): the previous live line of the same
+slice, then the line (`contextual_texts`). LoCoMo's evidence lines are often short replies
+("Yes, twice!") whose meaning is in the line before; alone, USE ranks them poorly (dense
+only R@10 0.315 on LoCoMo), with the previous line 0.474 (BENCH §1, see rank.py). The text
+kept is the line alone; only the vector sees the context. The vectors' model tag says so
+(`<embedder>+prev1`), so rows embedded without context are re-embedded by
+`manage.py embed_backfill`. A vector holds something of its previous line, so when a line
+leaves the index (hide, delete, edit) the line after it is re-embedded in the same
+transaction (`refresh_followers`), and a deleted line's words do not live on in its
+neighbour's vector.
 """
 
 import logging
@@ -28,7 +39,81 @@ from memory.models import Message
 from memory.recall import embedding
 
 _CHUNK = 500
+CONTEXT = "prev1"  # the previous line of the slice is embedded with each line
+_CONTEXT_CHARS = 500  # at most this much of the previous line (its end) joins the text
+_FOLLOWERS_NOW = 64  # lines re-embedded at once after a removal; more are left to the backfill
 log = logging.getLogger(__name__)
+
+
+def model_tag(embedder: embedding.Embedder) -> str:
+    """What RecallVector.model records: the embedder and what it was given to embed."""
+    return f"{embedder.name}+{CONTEXT}"
+
+
+def contextual_texts(messages: Sequence[Message]) -> list[str]:
+    """The text embedded for each (indexed) message: the previous indexed line of its slice,
+    a newline, then its own text; its own text alone when it opens the slice. Two queries
+    whatever the number of messages."""
+    if not messages:
+        return []
+    ids = [m.pk for m in messages]
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT d.message_id, d.slice_id, (SELECT p.message_id FROM memory_recalldocument p"
+            " WHERE p.profile_id = d.profile_id AND p.pos < d.pos ORDER BY p.pos DESC LIMIT 1)"
+            " FROM memory_recalldocument d WHERE d.message_id IN (" + ", ".join(["%s"] * len(ids)) + ")",
+            ids,
+        )
+        placed = {mid: (sid, prev) for mid, sid, prev in cursor.fetchall()}
+        before = sorted({prev for _, prev in placed.values() if prev is not None})
+        previous: dict[int, tuple[int, str]] = {}
+        if before:
+            cursor.execute(
+                "SELECT d.message_id, d.slice_id, m.content FROM memory_recalldocument d"
+                " JOIN memory_message m ON m.id = d.message_id WHERE d.message_id IN ("
+                + ", ".join(["%s"] * len(before)) + ")",
+                before,
+            )
+            previous = {mid: (sid, content or "") for mid, sid, content in cursor.fetchall()}
+    texts = []
+    for m in messages:
+        sid, prev = placed.get(m.pk, (None, None))
+        context = previous.get(prev) if prev is not None else None
+        if context and context[0] == sid and context[1].strip():
+            texts.append(context[1][-_CONTEXT_CHARS:] + "\n" + (m.content or ""))
+        else:
+            texts.append(m.content or "")
+    return texts
+
+
+def followers(removed: Iterable[tuple[int, int]]) -> list[int]:
+    """The indexed lines right after these (profile id, position) pairs, which were removed
+    from the index: the lines whose vector was made with one of them as context."""
+    pairs = sorted(set(removed))
+    found: set[int] = set()
+    with connection.cursor() as cursor:
+        for profile_id, pos in pairs:
+            cursor.execute(
+                "SELECT message_id FROM memory_recalldocument WHERE profile_id = %s AND pos > %s"
+                " ORDER BY pos LIMIT 1",
+                [profile_id, pos],
+            )
+            row = cursor.fetchone()
+            if row:
+                found.add(row[0])
+    return sorted(found)
+
+
+def refresh_followers(message_ids: Sequence[int]) -> None:
+    """Re-embed these lines (their context changed), in the caller's transaction: the first
+    `_FOLLOWERS_NOW` at once, the vectors of the rest dropped for `embed_backfill` to redo;
+    with embeddings off (or the model failing) their vectors are dropped too."""
+    if not message_ids:
+        return
+    ids = list(message_ids)
+    remove(ids)
+    now = list(Message.objects.filter(pk__in=ids[:_FOLLOWERS_NOW]).order_by("pk"))
+    embed_and_store(now)
 
 
 def pack_bits(rows: np.ndarray) -> list[bytes]:
@@ -88,11 +173,11 @@ def embed_and_store(messages: Sequence[Message]) -> int:
     if embedder is None or not live:
         return 0
     try:
-        rows = embedding.embed([m.content for m in live], embedder)
+        rows = embedding.embed(contextual_texts(live), embedder)
     except Exception as exc:  # noqa: BLE001 - a line is never lost for want of its vector
         log.warning("embedding %d line(s) failed (%s); embed_backfill will retry", len(live), exc)
         return 0
-    return store(live, rows, model=embedder.name)
+    return store(live, rows, model=model_tag(embedder))
 
 
 def remove(message_ids: Iterable[int]) -> None:
@@ -249,28 +334,32 @@ def backfill(*, batch: int = 256, limit: int | None = None, progress: Callable[[
     embedder = embedding.current()
     if embedder is None:
         return 0
+    tag = model_tag(embedder)
     remaining = Message.objects.filter(deleted_at__isnull=True, recall_document__isnull=False).exclude(
-        recall_vector__model=embedder.name
+        recall_vector__model=tag
     ).count()
     total = min(remaining, limit) if limit is not None else remaining
     done, after = 0, 0
     while done < total:
-        todo = missing(batch=min(batch, total - done), after=after, model=embedder.name)
+        todo = missing(batch=min(batch, total - done), after=after, model=tag)
         if not todo:
             break
         after = todo[-1].pk
         todo = [m for m in todo if (m.content or "").strip()]
-        rows = embedding.embed([m.content for m in todo], embedder) if todo else None
+        texts = contextual_texts(todo)
+        rows = embedding.embed(texts, embedder) if todo else None
         with transaction.atomic():
-            # A line deleted or hidden while its batch was embedded gets no vector.
-            still = set(
+            # A line deleted, hidden or edited while its batch was embedded gets no vector, nor
+            # one whose previous line changed meanwhile: a later run embeds them as they are then.
+            fresh = list(
                 Message.objects.filter(
                     pk__in=[m.pk for m in todo], deleted_at__isnull=True, recall_document__isnull=False
-                ).values_list("pk", flat=True)
+                ).order_by("pk")
             )
-            keep = [i for i, m in enumerate(todo) if m.pk in still]
+            now = dict(zip([m.pk for m in fresh], contextual_texts(fresh), strict=True))
+            keep = [i for i, m in enumerate(todo) if now.get(m.pk) == texts[i]]
             if keep:
-                store([todo[i] for i in keep], rows[keep], model=embedder.name)
+                store([todo[i] for i in keep], rows[keep], model=tag)
         done += len(keep)
         if progress:
             progress(done, total)
