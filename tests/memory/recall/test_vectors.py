@@ -228,8 +228,11 @@ def _stored(message) -> np.ndarray:
     return np.frombuffer(bytes(RecallVector.objects.get(message=message).vector), dtype=np.float16).astype(np.float32)
 
 
-def _close_to(vector: np.ndarray, text: str) -> bool:
-    return float(vector @ embedding.embed([text])[0]) > 0.999
+def _close_to(vector: np.ndarray, line: str, previous: str = "") -> bool:
+    """The stored vector is the line's sentence vector plus its previous line's, normalised."""
+    rows = embedding.embed([line, previous] if previous else [line])
+    expected = embedding.normalised(rows.sum(axis=0, keepdims=True))[0]
+    return float(vector @ expected) > 0.999
 
 
 def test_a_line_is_embedded_with_the_previous_line_of_its_slice_and_the_text_stays_alone():
@@ -239,10 +242,10 @@ def test_a_line_is_embedded_with_the_previous_line_of_its_slice_and_the_text_sta
         profile=profile, mid="v_new_slice_0001", speaker="user", content="Good morning.",
         created_at=START + timedelta(days=3), new_conversation=True,
     ).message
-    assert vectors.contextual_texts([first, second, opener]) == [
-        "Did you finish the marathon?", "Did you finish the marathon?\nYes, twice!", "Good morning.",
+    assert vectors.contexts([first, second, opener]) == [
+        ("", "Did you finish the marathon?"), ("Did you finish the marathon?", "Yes, twice!"), ("", "Good morning."),
     ]
-    assert _close_to(_stored(second), "Did you finish the marathon?\nYes, twice!")
+    assert _close_to(_stored(second), "Yes, twice!", "Did you finish the marathon?")
     assert not _close_to(_stored(second), "Yes, twice!")
     assert _close_to(_stored(opener), "Good morning.")  # a new slice: the line before is not its context
     second.refresh_from_db()
@@ -255,13 +258,13 @@ def test_removing_a_line_re_embeds_the_next_one_so_its_words_do_not_live_on_in_a
     before, secret, after, last = _archive(
         profile, ["We talked about money.", "My PIN is 4417.", "Okay, I will remember it.", "Bye."]
     )
-    assert _close_to(_stored(after), "My PIN is 4417.\nOkay, I will remember it.")
+    assert _close_to(_stored(after), "Okay, I will remember it.", "My PIN is 4417.")
     delete_message(profile=profile, mid=secret.mid, hard=True, force=True)
-    assert _close_to(_stored(after), "We talked about money.\nOkay, I will remember it.")
+    assert _close_to(_stored(after), "Okay, I will remember it.", "We talked about money.")
     hide_message(after)
-    assert _close_to(_stored(last), "We talked about money.\nBye.")
+    assert _close_to(_stored(last), "Bye.", "We talked about money.")
     unhide_message(after)  # back in the index (at the end): the line after it is unchanged
-    assert _close_to(_stored(last), "We talked about money.\nBye.")
+    assert _close_to(_stored(last), "Bye.", "We talked about money.")
 
 
 def test_an_edited_line_re_embeds_the_line_after_it():
@@ -270,7 +273,7 @@ def test_an_edited_line_re_embeds_the_line_after_it():
     edited.content = "I live at [deleted]."
     edited.save(update_fields=["content"])
     index_messages([edited])
-    assert _close_to(_stored(follower), "I live at [deleted].\nNice place!")
+    assert _close_to(_stored(follower), "Nice place!", "I live at [deleted].")
 
 
 def test_vectors_of_an_older_model_tag_are_re_embedded_by_the_backfill():
@@ -284,7 +287,7 @@ def test_vectors_of_an_older_model_tag_are_re_embedded_by_the_backfill():
     assert set(RecallVector.objects.filter(profile=profile).values_list("model", flat=True)) == {
         vectors.model_tag(embedding.current())
     }
-    assert _close_to(_stored(lines[1]), "The kettle is broken.\nBuy a new one then.")
+    assert _close_to(_stored(lines[1]), "Buy a new one then.", "The kettle is broken.")
 
 
 def test_the_question_loses_the_parties_names_for_the_vector_only():
