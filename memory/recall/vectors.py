@@ -102,10 +102,12 @@ def contextual_rows(pairs: Sequence[tuple[str, str]], embedder: embedding.Embedd
 def followers(removed: Iterable[tuple[int, int]]) -> list[int]:
     """The indexed lines right after these (profile id, position) pairs, which were removed
     from the index: the lines whose vector was made with one of them as context."""
-    pairs = sorted(set(removed))
+    pairs = set(removed)
+    # A run of removed positions has one line after it: look only after each run's last.
+    ends = sorted((pid, pos) for pid, pos in pairs if (pid, pos + 1) not in pairs)
     found: set[int] = set()
     with connection.cursor() as cursor:
-        for profile_id, pos in pairs:
+        for profile_id, pos in ends:
             cursor.execute(
                 "SELECT message_id FROM memory_recalldocument WHERE profile_id = %s AND pos > %s"
                 " ORDER BY pos LIMIT 1",

@@ -20,7 +20,7 @@ from memory.archive import archive_message
 from memory.deletion import delete_message, hide_message, unhide_message
 from memory.models import RecallVector
 from memory.recall import embedding, vectors
-from memory.recall.index import index_messages
+from memory.recall.index import index_messages, remove_messages
 from memory.recall.rank import meaning_query, rank_messages
 from tests.factories import ProfileFactory
 
@@ -296,3 +296,12 @@ def test_the_question_loses_the_parties_names_for_the_vector_only():
     assert meaning_query("Caroline?", names) == "?"
     assert meaning_query("Caroline", names) == "Caroline"  # nothing left: the question as it was
     assert meaning_query("Where is Carolineville?", names) == "Where is Carolineville?"
+
+
+def test_removing_a_run_of_lines_re_embeds_the_line_after_the_run_with_the_line_before_it():
+    profile = ProfileFactory()
+    first, gone_a, gone_b, after = _archive(profile, ["Lunch was fine.", "Secret one.", "Secret two.", "Anyway."])
+    remove_messages([gone_a.pk, gone_b.pk])
+    assert not RecallVector.objects.filter(message_id__in=[gone_a.pk, gone_b.pk]).exists()
+    assert _close_to(_stored(after), "Anyway.", "Lunch was fine.")
+    assert _close_to(_stored(first), "Lunch was fine.")
