@@ -35,7 +35,7 @@ from memory.recall.tokenize import is_cjk_character, tokenize
 
 @dataclass(frozen=True)
 class RecallConfig:
-    n_candidates: int = 100  # full-text LIMIT
+    n_candidates: int = 200  # full-text LIMIT (100 → 200: LoCoMo hybrid 0.656/0.733 → 0.661/0.740, lexical 0.609/0.688 → 0.609/0.690)
     # Max summed document frequency of the terms sent to MATCH: 500 measured the same LoCoMo
     # recall as 2000 (0.621/0.706/0.765) with less full-text work on big archives (BENCH §2).
     posting_budget: int = 500
