@@ -55,35 +55,28 @@ def model_tag(embedder: embedding.Embedder) -> str:
 
 def contexts(messages: Sequence[Message]) -> list[tuple[str, str]]:
     """(previous indexed line of the slice, the line) for each (indexed) message; the first
-    is "" when the line opens its slice. Two queries whatever the number of messages."""
+    is "" when the line opens its slice. One query whatever the number of messages (≤ 500)."""
     if len(messages) > _CHUNK:
         return [c for start in range(0, len(messages), _CHUNK) for c in contexts(messages[start : start + _CHUNK])]
     if not messages:
         return []
     ids = [m.pk for m in messages]
     with connection.cursor() as cursor:
+        # One query: each line's slice, and the slice and text of the indexed line just before
+        # it in the profile (the unique (profile, pos) index finds it with a seek).
         cursor.execute(
-            "SELECT d.message_id, d.slice_id, (SELECT p.message_id FROM memory_recalldocument p"
-            " WHERE p.profile_id = d.profile_id AND p.pos < d.pos ORDER BY p.pos DESC LIMIT 1)"
-            " FROM memory_recalldocument d WHERE d.message_id IN (" + ", ".join(["%s"] * len(ids)) + ")",
+            "SELECT d.message_id, d.slice_id, p.slice_id, pm.content FROM memory_recalldocument d"
+            " LEFT JOIN memory_recalldocument p ON p.profile_id = d.profile_id AND p.pos = ("
+            "  SELECT max(q.pos) FROM memory_recalldocument q WHERE q.profile_id = d.profile_id AND q.pos < d.pos)"
+            " LEFT JOIN memory_message pm ON pm.id = p.message_id"
+            " WHERE d.message_id IN (" + ", ".join(["%s"] * len(ids)) + ")",
             ids,
         )
-        placed = {mid: (sid, prev) for mid, sid, prev in cursor.fetchall()}
-        before = sorted({prev for _, prev in placed.values() if prev is not None})
-        previous: dict[int, tuple[int, str]] = {}
-        if before:
-            cursor.execute(
-                "SELECT d.message_id, d.slice_id, m.content FROM memory_recalldocument d"
-                " JOIN memory_message m ON m.id = d.message_id WHERE d.message_id IN ("
-                + ", ".join(["%s"] * len(before)) + ")",
-                before,
-            )
-            previous = {mid: (sid, content or "") for mid, sid, content in cursor.fetchall()}
+        placed = {mid: (sid, prev_sid, content) for mid, sid, prev_sid, content in cursor.fetchall()}
     out = []
     for m in messages:
-        sid, prev = placed.get(m.pk, (None, None))
-        context = previous.get(prev) if prev is not None else None
-        out.append((context[1] if context and context[0] == sid else "", m.content or ""))
+        sid, prev_sid, content = placed.get(m.pk, (None, None, None))
+        out.append(((content or "") if prev_sid is not None and prev_sid == sid else "", m.content or ""))
     return out
 
 
