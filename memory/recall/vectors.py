@@ -336,7 +336,8 @@ def missing(*, batch: int, after: int = 0, model: str) -> list[Message]:
 
 
 def backfill(*, batch: int = 256, limit: int | None = None, progress: Callable[[int, int], None] | None = None) -> int:
-    """Embed indexed lines that have no vector of the configured model yet, `batch` at a time
+    """Embed indexed lines that have no vector of the configured model and context yet
+    (`model_tag`: older rows are replaced), `batch` at a time
     (each batch its own short transaction, so an interrupted run resumes where it stopped);
     at most `limit` lines. Returns how many were stored; 0 when embeddings are off."""
     embedder = embedding.current()
