@@ -60,7 +60,7 @@ _LOCAL = LocalUSE()
 _remote: dict[str, Embedder | None] = {}
 _cache: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
 _cache_lock = threading.Lock()
-_CACHE_SIZE = 256  # a chat turn embeds its line when archiving it and again as the question
+_CACHE_SIZE = 256  # questions asked again (the agent, the archive search) and re-embedded lines
 
 
 def current() -> Embedder | None:

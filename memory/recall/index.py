@@ -46,7 +46,7 @@ def index_messages(messages: Iterable[Message], *, new: bool = False, embed: boo
     live = sorted((m for m in messages if m.deleted_at is None), key=lambda m: (m.created_at, m.pk))
     if not live:
         return 0
-    kept_pos = {} if new else _remove([m.pk for m in live])  # re-indexing keeps the position
+    kept_pos = {} if new else {mid: pos for mid, (_, pos) in _remove([m.pk for m in live]).items()}  # same place
     tokens = {m.pk: tokenize(m.content) for m in live}
     by_profile: dict[int, list[Message]] = defaultdict(list)
     for m in live:
@@ -80,6 +80,11 @@ def index_messages(messages: Iterable[Message], *, new: bool = False, embed: boo
             )
     if embed:
         vectors.embed_and_store(live)
+    if kept_pos:  # re-indexed (unhidden, edited): the lines after them were embedded with the old text
+        ids = {m.pk for m in live}
+        vectors.refresh_followers(
+            [mid for mid in vectors.followers((d[1], d[3]) for d in docs if d[0] in kept_pos) if mid not in ids]
+        )
     return len(docs)
 
 
@@ -95,13 +100,16 @@ def optimize_index() -> None:
 
 
 def remove_messages(message_ids: Sequence[int]) -> int:
-    """Forget these messages in the index (hide, hard delete); unknown ids are ignored."""
-    return len(_remove(list(message_ids)))
+    """Forget these messages in the index (hide, hard delete); unknown ids are ignored. The
+    line after each is re-embedded: its vector was made with the removed line as context."""
+    removed = _remove(list(message_ids))
+    vectors.refresh_followers(vectors.followers(removed.values()))
+    return len(removed)
 
 
-def _remove(ids: list[int]) -> dict[int, int]:
-    """Remove indexed messages with their statistics; returns {message id: position} removed."""
-    removed: dict[int, int] = {}
+def _remove(ids: list[int]) -> dict[int, tuple[int, int]]:
+    """Remove indexed messages with their statistics; returns {message id: (profile id, position)}."""
+    removed: dict[int, tuple[int, int]] = {}
     for start in range(0, len(ids), _CHUNK):
         chunk = ids[start : start + _CHUNK]
         docs = list(
@@ -126,7 +134,7 @@ def _remove(ids: list[int]) -> dict[int, int]:
             _bump_terms(pid, Counter(t for s in streams for t in set(s)), -1)
         RecallDocument.objects.filter(message_id__in=[d[0] for d in docs]).delete()
         vectors.remove(d[0] for d in docs)
-        removed.update({mid: pos for mid, _, _, pos in docs})
+        removed.update({mid: (pid, pos) for mid, pid, _, pos in docs})
     return removed
 
 

@@ -35,12 +35,16 @@ from memory.recall.tokenize import is_cjk_character, tokenize
 
 @dataclass(frozen=True)
 class RecallConfig:
-    n_candidates: int = 100  # full-text LIMIT
+    n_candidates: int = 200  # full-text LIMIT (100 → 200: LoCoMo hybrid 0.656/0.733 → 0.661/0.740, lexical 0.609/0.688 → 0.609/0.690)
     # Max summed document frequency of the terms sent to MATCH: 500 measured the same LoCoMo
     # recall as 2000 (0.621/0.706/0.765) with less full-text work on big archives (BENCH §2).
     posting_budget: int = 500
     speaker_boost: float = 1.0  # a named party's turns score × (1 + boost)
-    neighbour_weight: float = 0.4  # share of a seed's score its ±1 turns (same slice) inherit
+    # Share of a seed's score its ±1 turns (same slice) inherit: 0.4 when the ranking is
+    # lexical; 0.2 when sentence vectors took part, since a vector already carries the previous
+    # line (LoCoMo hybrid 0.647/0.733 → 0.656/0.733; lexical only it would cost 0.688 → 0.683).
+    neighbour_weight: float = 0.4
+    neighbour_weight_hybrid: float = 0.2
     neighbour_seeds: int = 30  # how many top candidates spread to neighbours
     slice_weight: float = 0.8  # + weight × the turn's slice share of candidate score
     when_boost: float = 0.5  # "when …?" questions: turns with a time word score × (1 + boost)
@@ -48,15 +52,31 @@ class RecallConfig:
     recency_weight: float = 0.0  # RRF weight of newest-first, only if the question asks for it
     # Hybrid recall (R8): the `n_dense` nearest lines by sentence vector join the candidates;
     # each candidate's first-stage score is lexical/top + dense_weight × its cosine scaled to
-    # 0-1 over those nearest (min-max). Everything after (speaker, neighbours, slice, time)
-    # works on the fused score. Chosen on LoCoMo (BENCH §1).
-    # Measured (SQLite, 1,536 questions): weight 0 → R@5/10 0.609/0.688; 0.05 → 0.614/0.690;
-    # 0.1 → 0.616/0.691; 0.2 → 0.617/0.688; 0.5 → 0.599/0.683; 1.0 → 0.551/0.651. A line
-    # found only by meaning joins when its cosine reaches `dense_floor` (unrelated lines of
-    # USE sit around 0.1-0.3), so an exact question does not drag in the whole archive.
+    # 0-1 between the best of those nearest and the lowest (or `dense_floor` if lower, so two
+    # close lines of a small archive are not pushed to the ends; LoCoMo ±0.001). Everything
+    # after (speaker, neighbours, slice, time)
+    # works on the fused score. A line's vector is its own plus the previous line's of its
+    # slice (vectors.contextual_rows); the question's leaves out the parties' names
+    # (meaning_query). Chosen on LoCoMo (1,536 questions, the ten conversations as ten
+    # profiles of one SQLite database; R@5/R@10; BENCH §1, README "Hybrid recall"):
+    #   lexical only (dense weight 0)                                   0.609/0.688
+    #   line alone, weight 0.1, floor 0.35, neighbours 0.4 (first hybrid) 0.616/0.691
+    #   line alone, names out of the question, weight 0.6, floor 0.25, neighbours 0.2
+    #                                                                   0.621/0.697
+    #   + previous line's vector added (kept): weight 0.6 / 0.8 / 1.0    0.656/0.733,
+    #                                              0.653/0.736, 0.645/0.736
+    #     the same with neighbours 0.4                                  0.647/0.733
+    #   previous line + line embedded as one text, weight 0.6 / 0.8     0.665/0.736,
+    #     0.659/0.744 — within 0.01, but a second, longer embedding on every chat turn
+    #     (+4-6 ms of the 15 ms budget), so not kept; two previous lines 0.672/0.742
+    # Not kept either: RRF of the two rankings (k 10/60, ≤ 0.640/0.724), cosine over a fixed
+    # floor instead of min-max (≤ 0.648/0.724), 100 nearest instead of 50 (±0.002), also
+    # stripping question words (±0.003), crediting the line before each nearest line
+    # (≤ 0.663/0.746 at weight 1.0, R@5 lower). A line found only by meaning joins when its
+    # cosine reaches `dense_floor`, so an exact question does not drag in the whole archive.
     n_dense: int = 50
-    dense_weight: float = 0.1
-    dense_floor: float = 0.35
+    dense_weight: float = 0.6
+    dense_floor: float = 0.25
 
 
 DEFAULT_CONFIG = RecallConfig()
@@ -103,35 +123,35 @@ def _score(
             df.update(expansion)
             qtoks = [t for t in qtoks if t != lone] + list(expansion)
         found = candidates(profile_id, select_match_terms(qtoks, df, cfg.posting_budget), cfg.n_candidates, days)
-    near = nearest_by_meaning(profile_id, question, cfg.n_dense) if cfg.dense_weight > 0 else []
+    speakers = {speaker_names[n] for n in named(question, speaker_names)}
+    near = nearest_by_meaning(profile_id, meaning_query(question, speaker_names), cfg.n_dense) if cfg.dense_weight > 0 else []
     if not found and not near:
         return {}, {}
     top = (found[0].score if found else 0.0) or 1.0
     docs = {c.message_id: c for c in found}
     base = {c.message_id: c.score / top for c in found}
     if near:
-        high, low = near[0][1], near[-1][1]
+        high, low = near[0][1], min(near[-1][1], cfg.dense_floor)
         spread = high - low
-        accepted = [(mid, cos) for mid, cos in near if mid in base or cos >= cfg.dense_floor]
         # All the nearest, not only the new ones: one query every time (O2's constant count).
         extra = documents_for(mid for mid, _ in near)
         docs.update(
             {c.message_id: c for c in extra if c.message_id not in docs and (not days or days[0] <= c.day <= days[1])}
         )
-        for mid, cos in accepted:
-            if mid in docs:
+        for mid, cos in near:
+            if mid in docs and (mid in base or cos >= cfg.dense_floor):
                 base[mid] = base.get(mid, 0.0) + cfg.dense_weight * ((cos - low) / spread if spread > 0 else 1.0)
     if not base:
         return {}, {}
 
-    speakers = {speaker_names[n] for n in named(question, speaker_names)}
     if speakers and cfg.speaker_boost:
         for mid in base:
             if docs[mid].speaker in speakers:
                 base[mid] *= 1.0 + cfg.speaker_boost
 
     scores = dict(base)
-    if cfg.neighbour_weight > 0:
+    spread_share = cfg.neighbour_weight_hybrid if near else cfg.neighbour_weight
+    if spread_share > 0:
         seeds = sorted(base.items(), key=lambda kv: -kv[1])[: cfg.neighbour_seeds]
         by_pos = {d.pos: d for d in docs.values()}
         wanted = {docs[mid].pos + step for mid, _ in seeds for step in (-1, 1)} - by_pos.keys()
@@ -139,12 +159,12 @@ def _score(
         for mid, score in seeds:
             seed = docs[mid]
             for step in (-1, 1):
-                near = by_pos.get(seed.pos + step)
-                if near is None or near.slice_id != seed.slice_id:
+                side = by_pos.get(seed.pos + step)
+                if side is None or side.slice_id != seed.slice_id:
                     continue
-                docs.setdefault(near.message_id, near)
-                gain = base.get(near.message_id, 0.0) + cfg.neighbour_weight * score
-                scores[near.message_id] = max(scores.get(near.message_id, 0.0), gain)
+                docs.setdefault(side.message_id, side)
+                gain = base.get(side.message_id, 0.0) + spread_share * score
+                scores[side.message_id] = max(scores.get(side.message_id, 0.0), gain)
 
     if cfg.slice_weight > 0:
         per_slice: dict[int, float] = {}
@@ -186,7 +206,18 @@ def nearest_by_meaning(profile_id: int, question: str, limit: int) -> list[tuple
     except Exception as exc:  # noqa: BLE001 - an unreachable embeddings endpoint leaves lexical recall
         log.warning("embedding the question failed (%s); recall is lexical for it", exc)
         return []
-    return vectors.nearest(profile_id=profile_id, query=query, model=embedder.name, limit=limit)
+    return vectors.nearest(profile_id=profile_id, query=query, model=vectors.model_tag(embedder), limit=limit)
+
+
+def meaning_query(question: str, names: Mapping[str, str]) -> str:
+    """The question as the sentence vector sees it: without the parties' names. The lexical
+    side and the speaker boost use the names; in the vector a name pulls towards every line
+    that mentions it (LoCoMo: +0.008 R@10 with names left out; BENCH §1)."""
+    text = question
+    for name in named(question, names):
+        text = re.sub(r"(?<!\w)" + re.escape(name) + r"(?:'s)?(?!\w)", " ", text, flags=re.I)
+    text = re.sub(r"\s+", " ", text).strip()
+    return text or question
 
 
 def select_match_terms(terms: Sequence[str], df: Mapping[str, int], budget: int) -> list[str]:

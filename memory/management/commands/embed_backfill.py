@@ -1,5 +1,6 @@
-"""Give archived lines their sentence vectors (SPEC R8): after an import, a migration or a
-change of embedding model. Bounded and resumable; lines without one are still found lexically."""
+"""Give archived lines their sentence vectors (SPEC R8): after an import, a migration, a
+change of embedding model or of what a vector holds (the tag `<model>+prev1`: the line with its
+previous line, issue 18). Bounded and resumable; lines without one are still found lexically."""
 
 from django.core.management.base import BaseCommand, CommandError
 

@@ -20,7 +20,8 @@ from memory.archive import archive_message
 from memory.deletion import delete_message, hide_message, unhide_message
 from memory.models import RecallVector
 from memory.recall import embedding, vectors
-from memory.recall.rank import rank_messages
+from memory.recall.index import index_messages, remove_messages
+from memory.recall.rank import meaning_query, rank_messages
 from tests.factories import ProfileFactory
 
 pytestmark = pytest.mark.django_db
@@ -80,7 +81,7 @@ def test_the_chat_write_path_stores_a_vector_with_the_line():
     message = _say(profile, 1, "Mochi learned to open the fridge 😼")
     row = RecallVector.objects.get(message=message)
     assert row.profile_id == profile.pk
-    assert row.model == embedding.current().name
+    assert row.model == vectors.model_tag(embedding.current())
     assert len(bytes(row.vector)) == 512 * 2  # float16 components
 
 
@@ -103,7 +104,7 @@ def test_vectors_of_another_profile_or_model_are_never_returned():
     _say(mine, 1, "I adopted a grey kitten called Smoke.")
     _say(theirs, 1, "I adopted a grey kitten called Smoke.")
     query = embedding.embed(["kitten"])[0]
-    found = vectors.nearest(profile_id=mine.pk, query=query, model=embedding.current().name, limit=10)
+    found = vectors.nearest(profile_id=mine.pk, query=query, model=vectors.model_tag(embedding.current()), limit=10)
     assert {mid for mid, _ in found} <= set(mine.messages.values_list("pk", flat=True))
     assert vectors.nearest(profile_id=mine.pk, query=query, model="other-model", limit=10) == []
 
@@ -198,7 +199,7 @@ def test_the_shortlist_follows_lines_added_and_removed_outside_a_transaction():
     profile = ProfileFactory()
     first = _say(profile, 1, "We adopted a puppy named Biscuit.")
     query = embedding.embed(["our new dog"])[0]
-    name = embedding.current().name
+    name = vectors.model_tag(embedding.current())
 
     def found():
         return [mid for mid, _ in vectors.nearest(profile_id=profile.pk, query=query, model=name, limit=5)]
@@ -221,3 +222,86 @@ def test_a_question_naming_a_speaker_ranks_when_nearest_lines_fall_below_the_flo
         speaker_names={"caroline": "user"},
     )
     assert said.pk in [h.message_id for h in hits]
+
+
+def _stored(message) -> np.ndarray:
+    return np.frombuffer(bytes(RecallVector.objects.get(message=message).vector), dtype=np.float16).astype(np.float32)
+
+
+def _close_to(vector: np.ndarray, line: str, previous: str = "") -> bool:
+    """The stored vector is the line's sentence vector plus its previous line's, normalised."""
+    rows = embedding.embed([line, previous] if previous else [line])
+    expected = embedding.normalised(rows.sum(axis=0, keepdims=True))[0]
+    return float(vector @ expected) > 0.999
+
+
+def test_a_line_is_embedded_with_the_previous_line_of_its_slice_and_the_text_stays_alone():
+    profile = ProfileFactory()
+    first, second = _archive(profile, ["Did you finish the marathon?", "Yes, twice!"])
+    opener = archive_message(
+        profile=profile, mid="v_new_slice_0001", speaker="user", content="Good morning.",
+        created_at=START + timedelta(days=3), new_conversation=True,
+    ).message
+    assert vectors.contexts([first, second, opener]) == [
+        ("", "Did you finish the marathon?"), ("Did you finish the marathon?", "Yes, twice!"), ("", "Good morning."),
+    ]
+    assert _close_to(_stored(second), "Yes, twice!", "Did you finish the marathon?")
+    assert not _close_to(_stored(second), "Yes, twice!")
+    assert _close_to(_stored(opener), "Good morning.")  # a new slice: the line before is not its context
+    second.refresh_from_db()
+    assert second.content == "Yes, twice!"
+    assert RecallVector.objects.get(message=second).model == vectors.model_tag(embedding.current())
+
+
+def test_removing_a_line_re_embeds_the_next_one_so_its_words_do_not_live_on_in_a_vector():
+    profile = ProfileFactory()
+    before, secret, after, last = _archive(
+        profile, ["We talked about money.", "My PIN is 4417.", "Okay, I will remember it.", "Bye."]
+    )
+    assert _close_to(_stored(after), "Okay, I will remember it.", "My PIN is 4417.")
+    delete_message(profile=profile, mid=secret.mid, hard=True, force=True)
+    assert _close_to(_stored(after), "Okay, I will remember it.", "We talked about money.")
+    hide_message(after)
+    assert _close_to(_stored(last), "Bye.", "We talked about money.")
+    unhide_message(after)  # back in the index (at the end): the line after it is unchanged
+    assert _close_to(_stored(last), "Bye.", "We talked about money.")
+
+
+def test_an_edited_line_re_embeds_the_line_after_it():
+    profile = ProfileFactory()
+    edited, follower = _archive(profile, ["I live at 12 Elm Street.", "Nice place!"])
+    edited.content = "I live at [deleted]."
+    edited.save(update_fields=["content"])
+    index_messages([edited])
+    assert _close_to(_stored(follower), "Nice place!", "I live at [deleted].")
+
+
+def test_vectors_of_an_older_model_tag_are_re_embedded_by_the_backfill():
+    profile = ProfileFactory()
+    lines = _archive(profile, ["The kettle is broken.", "Buy a new one then."])
+    RecallVector.objects.filter(profile=profile).update(model=embedding.current().name)  # before context
+    assert vectors.nearest(
+        profile_id=profile.pk, query=embedding.embed(["kettle"])[0], model=vectors.model_tag(embedding.current()), limit=5
+    ) == []
+    call_command("embed_backfill", verbosity=0)
+    assert set(RecallVector.objects.filter(profile=profile).values_list("model", flat=True)) == {
+        vectors.model_tag(embedding.current())
+    }
+    assert _close_to(_stored(lines[1]), "Buy a new one then.", "The kettle is broken.")
+
+
+def test_the_question_loses_the_parties_names_for_the_vector_only():
+    names = {"Caroline": "user", "Melanie": "assistant"}
+    assert meaning_query("What did Caroline's sister say to melanie?", names) == "What did sister say to ?"
+    assert meaning_query("Caroline?", names) == "?"
+    assert meaning_query("Caroline", names) == "Caroline"  # nothing left: the question as it was
+    assert meaning_query("Where is Carolineville?", names) == "Where is Carolineville?"
+
+
+def test_removing_a_run_of_lines_re_embeds_the_line_after_the_run_with_the_line_before_it():
+    profile = ProfileFactory()
+    first, gone_a, gone_b, after = _archive(profile, ["Lunch was fine.", "Secret one.", "Secret two.", "Anyway."])
+    remove_messages([gone_a.pk, gone_b.pk])
+    assert not RecallVector.objects.filter(message_id__in=[gone_a.pk, gone_b.pk]).exists()
+    assert _close_to(_stored(after), "Anyway.", "Lunch was fine.")
+    assert _close_to(_stored(first), "Lunch was fine.")

@@ -28,7 +28,7 @@ def test_lines_are_embedded_by_the_endpoint_and_found_by_it(remote):
     line = archive_message(profile=profile, mid="c_0000000000000001", speaker="user", content="tulips bloom").message
     archive_message(profile=profile, mid="c_0000000000000002", speaker="user", content="invoice overdue")
     row = RecallVector.objects.get(message=line)
-    assert row.model == "openai:fake-embed"
+    assert row.model == "openai:fake-embed+prev1"  # the model, and that the previous line is in the vector
     assert len(bytes(row.vector)) == 8 * 2
     assert any(r.get("model") == "fake-embed" and r.get("input") == ["tulips bloom"] for r in remote.requests)
     assert nearest_by_meaning(profile.pk, "tulips", 1)[0][0] == line.pk
