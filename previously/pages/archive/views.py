@@ -16,7 +16,7 @@ from django.db.models import Q
 from django.shortcuts import render
 
 from memory.models import Message
-from memory.recall.rank import DEFAULT_CONFIG, nearest_by_meaning, rank_messages
+from memory.recall.rank import DEFAULT_CONFIG, rank_messages, similar_by_meaning
 from previously.pages.archive.forms import ArchiveSearchForm
 from previously.pages.current_profile import current_profile
 
@@ -71,7 +71,7 @@ def search_page(
 
 def similar_lines(lines, *, profile_id: int, query: str, exclude: set[int]) -> list[Message]:
     """Up to SIMILAR lines among `lines` closest in meaning to `query` that are not exact hits."""
-    near = [mid for mid, cos in nearest_by_meaning(profile_id, query, 4 * SIMILAR) if cos >= DEFAULT_CONFIG.dense_floor]
+    near = [mid for mid, _ in similar_by_meaning(profile_id, query, 4 * SIMILAR)]
     rows = lines.filter(id__in=near).select_related("slice").in_bulk()
     return [rows[mid] for mid in near if mid in rows and mid not in exclude][:SIMILAR]
 

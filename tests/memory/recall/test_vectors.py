@@ -21,7 +21,7 @@ from memory.deletion import delete_message, hide_message, unhide_message
 from memory.models import RecallVector
 from memory.recall import embedding, vectors
 from memory.recall.index import index_messages, remove_messages
-from memory.recall.rank import meaning_query, rank_messages
+from memory.recall.rank import meaning_query, rank_messages, similar_by_meaning
 from tests.factories import ProfileFactory
 
 pytestmark = pytest.mark.django_db
@@ -305,3 +305,15 @@ def test_removing_a_run_of_lines_re_embeds_the_line_after_the_run_with_the_line_
     assert not RecallVector.objects.filter(message_id__in=[gone_a.pk, gone_b.pk]).exists()
     assert _close_to(_stored(after), "Anyway.", "Lunch was fine.")
     assert _close_to(_stored(first), "Lunch was fine.")
+
+
+def test_similar_in_meaning_scores_a_line_by_its_own_words_not_its_neighbours():
+    """The archive's "Similar meaning" list (R8): the line after a matching one carries it in
+    its stored (contextual) vector, but is listed only for what it says itself."""
+    profile = ProfileFactory()
+    cat, after = _archive(profile, ["我的猫今天生病了，我带它去看了兽医。", "Remember to buy batteries for the remote."])
+    near = dict(vectors.nearest(profile_id=profile.pk, query=embedding.embed(["cat vet"])[0],
+                                model=vectors.model_tag(embedding.current()), limit=5))
+    assert near[after.pk] > 0.3  # the neighbour's meaning is in the stored vector
+    similar = dict(similar_by_meaning(profile.pk, "cat vet", 5))
+    assert cat.pk in similar and after.pk not in similar
