@@ -59,11 +59,12 @@ def data_import_preview(request):
     target = _target_user(request, request.POST.get("user"))
     upload = request.FILES.get("export")
     if upload is None:
-        return _page_with_error(request, target, "Choose an export file to upload.")
+        return _page_with_error(request, target, _("Choose an export file to upload."))
     limit = settings.PREVIOUSLY_MAX_IMPORT_BYTES
     if upload.size > limit:
         return _page_with_error(
-            request, target, f"That file is {upload.size:,} bytes; the limit is {limit:,} bytes (PREVIOUSLY_MAX_IMPORT_BYTES)."
+            request, target, _("That file is %(size)s bytes; the limit is %(limit)s bytes (PREVIOUSLY_MAX_IMPORT_BYTES).")
+            % {"size": f"{upload.size:,}", "limit": f"{limit:,}"},
         )
     # S4: one pending preview per session — a new upload removes the previous one's file.
     drop_preview((request.session.pop(PENDING, None) or {}).get("token"))
@@ -74,7 +75,7 @@ def data_import_preview(request):
         report = import_full(data=preview_file(token), user=target, dry_run=True)
     except BadExport as exc:
         drop_preview(token)
-        return _page_with_error(request, target, str(exc))
+        return _page_with_error(request, target, _refused(exc))
     request.session[PENDING] = {"token": token, "user_id": target.pk}
     return render(request, "data/data.html", {
         "target": target, "profiles": Profile.objects.for_user(target), "preview": report, "token": token,
@@ -99,14 +100,23 @@ def data_import_apply(request):
         return _page_with_error(request, target, _("That preview has expired; upload the file again."))
     try:
         report = import_full(data=preview_file(pending["token"]), user=target)
-    except (BadExport, ImportInterrupted) as exc:  # e.g. a database error part-way: the message says re-run
-        return _page_with_error(request, target, str(exc))
+    except BadExport as exc:
+        return _page_with_error(request, target, _refused(exc))
+    except ImportInterrupted as exc:  # a database error part-way: what was written stays; re-run
+        return _page_with_error(request, target, _(
+            "The import stopped part-way; what was written is kept. Import the same file again to finish"
+            " (nothing is doubled). Details: %(reason)s") % {"reason": exc})
     finally:
         drop_preview(pending["token"])
         del request.session[PENDING]
     return render(request, "data/data.html", {
         "target": target, "profiles": Profile.objects.for_user(target), "applied": report,
     })
+
+
+def _refused(exc: BadExport) -> str:
+    """The lead in the person's language; the record and field named as the checker said them."""
+    return _("This file cannot be imported; nothing was written. Details: %(reason)s") % {"reason": exc}
 
 
 def _page_with_error(request, target, error: str):
