@@ -14,6 +14,7 @@ from datetime import date, datetime
 
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext as _
 
 from memory.card import Card as ParsedCard
 from memory.card import Header, apply_tool, detect_format, parse, render, stamp
@@ -67,7 +68,7 @@ def _apply(card: ParsedCard, name: str, arguments: dict, profile: Profile) -> Pa
 def _line(card: ParsedCard, key: str) -> CardLine:
     line = next((x for x in card_lines(card) if x.key == key), None)
     if line is None:
-        raise CardMoved("that line is no longer on the card — reload the page")
+        raise CardMoved(_("that line is no longer on the card — reload the page"))
     return line
 
 
@@ -87,10 +88,10 @@ def _add(card: ParsedCard, attr: str, text: str, profile: Profile, *, day: date,
     if attr == "identity":
         field, sep, value = text.partition(":")
         if not sep:
-            raise EditRefused("an Identity line is 'Field: value', e.g. 'Name: Mei'")
+            raise EditRefused(_("an Identity line is 'Field: value', e.g. 'Name: Mei'"))
         return _apply(card, "set_identity", {"field": field.strip(), "value": value.strip(), "refs": refs}, profile)
     if attr not in _ADD:
-        raise EditRefused(f"unknown section {attr!r}")
+        raise EditRefused(_("unknown section “%(section)s”") % {"section": attr})
     arguments: dict = {"text": text, "refs": refs}
     if attr == "now":
         arguments["since"] = (since or day).isoformat()
@@ -117,7 +118,7 @@ def edit_line(profile: Profile, *, version: int, key: str, text: str, by: str | 
             named, sep, value = text.partition(":")
             value = value.strip() if sep and named.strip().casefold() == field.casefold() else text.strip()
             if not value:
-                raise EditRefused("the new wording is empty — use Remove to take the line off")
+                raise EditRefused(_("the new wording is empty — use Remove to take the line off"))
             new = _apply(card, "set_identity", {"field": field, "value": value, "refs": [PERSON_REF]}, profile)
             return new, [line], f"{field}: {value}"
         without = _remove(card, line, profile)
@@ -140,7 +141,7 @@ def remove_line(profile: Profile, *, version: int, key: str, user=None, now: dat
 def add_line(profile: Profile, *, version: int, attr: str, text: str, by: str | None = None,
              user=None, now: datetime | None = None) -> Edited:
     if attr not in ATTRS:
-        raise EditRefused(f"unknown section {attr!r}")
+        raise EditRefused(_("unknown section “%(section)s”") % {"section": attr})
 
     def change(card, today):
         return _add(card, attr, text, profile, day=today, by=by), [], text.strip()
@@ -161,16 +162,16 @@ def revert_to(profile: Profile, *, version: int, slice_key: str, user=None, now:
     """The whole card as it was at the end of a slice (K12), checked before it is written."""
     snap = CardSnapshot.objects.filter(profile=profile, slice__key=slice_key).first()
     if snap is None:
-        raise EditRefused(f"no card was recorded at the end of slice {slice_key}")
+        raise EditRefused(_("no card was recorded at the end of slice %(slice)s") % {"slice": slice_key})
     if detect_format(snap.text) != "v5":
-        raise EditRefused(f"the card of slice {slice_key} is not in the current format and cannot be restored")
+        raise EditRefused(_("the card of slice %(slice)s is not in the current format and cannot be restored") % {"slice": slice_key})
     try:
         target = parse(snap.text)
     except CardFormatError as exc:
-        raise EditRefused(f"the card of slice {slice_key} cannot be read: {exc}") from exc
+        raise EditRefused(_("the card of slice %(slice)s cannot be read: %(error)s") % {"slice": slice_key, "error": exc}) from exc
     problems = violations(snap.text)
     if problems:
-        raise EditRefused(f"the card of slice {slice_key} breaks the card's limits: {problems[0]}")
+        raise EditRefused(_("the card of slice %(slice)s breaks the card's limits: %(problem)s") % {"slice": slice_key, "problem": problems[0]})
 
     def change(card, today):
         return replace(target, header=card.header), "revert", slice_key
@@ -184,9 +185,9 @@ def _commit(profile, version, change, *, verb, user, now, attr=None) -> Edited:
         live_card(profile)
         row = Card.objects.select_for_update().get(profile=profile)
         if row.version != version:
-            raise CardMoved("the card changed since this page was loaded — reload and try again")
+            raise CardMoved(_("the card changed since this page was loaded — reload and try again"))
         if detect_format(row.text) == "legacy":
-            raise EditRefused("this card is in an older format; the next evolution run migrates it, then it can be edited")
+            raise EditRefused(_("this card is in an older format; the next evolution run migrates it, then it can be edited"))
         latest = Slice.objects.filter(profile=profile).order_by("-started_at").first()
         today = now.date()
         before_card = parse_or_empty(row.text)
@@ -198,7 +199,7 @@ def _commit(profile, version, change, *, verb, user, now, attr=None) -> Edited:
             card, header=Header(updated=now.strftime("%Y-%m-%dT%H:%M:%SZ")))
         before, after = row.text, render(card)
         if render(replace(card, header=before_card.header)) == render(before_card):
-            raise EditRefused("nothing changed")
+            raise EditRefused(_("nothing changed"))
         row.text, row.format = after, "v5"
         row.version += 1
         row.save(update_fields=["text", "format", "version", "updated_at"])

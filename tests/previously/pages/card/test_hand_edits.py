@@ -154,3 +154,11 @@ def test_the_card_page_edits_without_javascript(logged_in, profile, carded):
     assert "Not changed:" in refused.content.decode() and "YYYY-MM-DD" in refused.content.decode()
     timeline = logged_in.get("/timeline/").content.decode()
     assert "You corrected Now" in timeline
+
+
+def test_a_refused_hand_edit_is_explained_in_the_persons_language(logged_in, profile, carded):
+    key = key_of(profile, "Name: Mei")
+    refused = logged_in.post("/card/edit/", {"action": "edit", "version": "1", "key": key, "text": "Name:  "},
+                             follow=True, HTTP_ACCEPT_LANGUAGE="zh-hans")
+    page = refused.content.decode()
+    assert "新的措辞是空的" in page and "the new wording is empty" not in page
