@@ -89,7 +89,7 @@ def _past(profile: Profile, key: str) -> dict:
 
 
 def _is_key(value: str) -> bool:
-    return bool(value) and re.match(SLICE_KEY_PATTERN, value) is not None
+    return bool(value) and re.fullmatch(SLICE_KEY_PATTERN, value) is not None
 
 
 def _now_key(profile: Profile) -> str:
