@@ -18,6 +18,7 @@ from django.db import transaction
 
 from memory.archive import archive_message
 from memory.models import Message, Profile
+from memory.recall.index import optimize_index
 from memory.recall.rank import rank_messages
 
 FORMAT = "locomo-recall-v1"
@@ -65,6 +66,7 @@ def _conversation(conv: dict, k: int, progress) -> tuple[dict[str, list[str]], d
         )
         session = doc.get("session", session)
         doc_of[archived.message.pk] = str(doc["id"])
+    optimize_index()  # as after an import: PostgreSQL plans with statistics that know these rows
     if progress:
         progress(f"{conv.get('id', '?')}: {len(docs)} docs loaded in {time.perf_counter() - began:.1f}s")
     names = {name: speaker for name, speaker in ((speaker_a, "user"), (speaker_b, "assistant")) if name}
