@@ -39,11 +39,11 @@ from memory.models import (
 from memory.models.archive import (
     OBJECT_ID_RE,
     PROFILE_KEY_RE,
-    SLICE_KEY_PATTERN,
     MessageSpeaker,
     MessageStatus,
     MessageType,
     SliceCloseReason,
+    is_slice_key,
 )
 from memory.models.curation import (
     ExperienceHistoryActor,
@@ -94,7 +94,6 @@ def _dt(value):
 # X4 / S5 (issue 16): each record is checked before anything is written, and a bad one is
 # refused naming the profile, the kind, the record (its position and id) and the field — never
 # left to the database (an IntegrityError, a 500) or to a later page (an id with '/').
-SLICE_KEY_RE = re.compile(SLICE_KEY_PATTERN.strip("^").replace("\\d", "[0-9]"))
 DAY_KEY_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 
 
@@ -146,7 +145,7 @@ def _hour(value) -> str | None:
 
 
 def _slice_key(value) -> str | None:
-    if not isinstance(value, str) or not SLICE_KEY_RE.fullmatch(value):
+    if not is_slice_key(value):
         return f"{value!r:.80} is not a slice key YYYY-MM-DD-HHMM"
     return None
 

@@ -9,6 +9,7 @@ from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import connections, models
 from django.db.models import Q
+from django.db.models.functions import Substr
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
@@ -27,6 +28,13 @@ profile_key_validator = RegexValidator(
 
 # Slice ids are their local start minute: YYYY-MM-DD-HHMM; card refs spell them YYYY/MM/DD/HHMM.
 SLICE_KEY_PATTERN = r"^\d{4}-\d{2}-\d{2}-\d{4}\Z"
+# The same in ASCII digits (Python's \d takes any script's), for keys that arrive from outside.
+SLICE_KEY_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}-[0-9]{4}")
+
+
+def is_slice_key(value) -> bool:
+    """A well-formed slice key (a URL part, a query parameter, an imported field)."""
+    return isinstance(value, str) and SLICE_KEY_RE.fullmatch(value) is not None
 # Message ids (SPEC A2): c_<16 hex> from the browser, a_<epoch ms>_<short id> for replies;
 # imported legacy ids are kept as they were, so the column only bounds their length.
 # Use them with fullmatch (issue 16: "c_…\n" passed a "$"-anchored match).
@@ -148,6 +156,18 @@ class SliceQuerySet(ProfileScopedQuerySet):
     def by_ref(self, ref: str):
         """Look up by a card ref `YYYY/MM/DD/HHMM` (or the key spelling)."""
         return self.filter(key=ref.replace("/", "-"))
+
+    def with_line_count(self):
+        """Each slice with `n_lines`, its count of live (not deleted) lines."""
+        return self.annotate(n_lines=models.Count("messages", filter=Q(messages__deleted_at__isnull=True)))
+
+    def with_first_words(self, chars: int):
+        """Each slice with `first_words`: up to `chars` characters of its first live line with text."""
+        first = (
+            Message.objects.live().filter(slice=models.OuterRef("pk")).exclude(content="")
+            .order_by("created_at", "id").values("content")[:1]
+        )
+        return self.annotate(first_words=Substr(models.Subquery(first), 1, chars))
 
 
 class SliceManager(models.Manager.from_queryset(SliceQuerySet)):

@@ -1,13 +1,10 @@
 """The chat page (function views branching on request.htmx, STYLE 5-7)."""
 
-import re
 
 from django.conf import settings
 from django.contrib import messages as flash
 from django.contrib.auth.decorators import login_required
 from django.core.files.storage import default_storage
-from django.db.models import Count, OuterRef, Q, Subquery
-from django.db.models.functions import Substr
 from django.http import FileResponse, Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -18,7 +15,7 @@ from memory.archive import MidConflict, MidTombstoned
 from memory.curation import HighlightRefused, add_favourite, remove_favourite
 from memory.images import ImageRefused, sniff, store_image_message, stored_path
 from memory.models import Experience, Favourite, Highlight, Message, Profile, Slice
-from memory.models.archive import SLICE_KEY_PATTERN, USER_MID_RE
+from memory.models.archive import USER_MID_RE, is_slice_key
 from previously.agent.lifecycle import archive_line
 from previously.agent.lifecycle import new_conversation as start_new_conversation
 from previously.chat.turn import mark_alternatives, reply_in_background
@@ -62,19 +59,10 @@ def conversations_page(profile: Profile, *, before: str = "") -> tuple[list[Slic
     a time (keyset on the key, which sorts as the local start minute), each with its count of
     live lines (`n_lines`) and the first words of its first live line (`first_words`), and the
     key to continue from ("" when there is no more). One query whatever the page's size."""
-    first = (
-        Message.objects.live().filter(slice=OuterRef("pk")).exclude(content="")
-        .order_by("created_at", "id").values("content")[:1]
-    )
     slices = Slice.objects.for_profile(profile)
     if before:
         slices = slices.filter(key__lt=before)
-    rows = list(
-        slices.annotate(
-            n_lines=Count("messages", filter=Q(messages__deleted_at__isnull=True)),
-            first_words=Substr(Subquery(first), 1, FIRST_WORDS),
-        ).order_by("-key")[: CONVERSATIONS_PAGE + 1]
-    )
+    rows = list(slices.with_line_count().with_first_words(FIRST_WORDS).order_by("-key")[: CONVERSATIONS_PAGE + 1])
     more = len(rows) > CONVERSATIONS_PAGE
     rows = rows[:CONVERSATIONS_PAGE]
     return rows, (rows[-1].key if more and rows else "")
@@ -88,14 +76,10 @@ def _past(profile: Profile, key: str) -> dict:
     return {"past": slice_, "past_lines": lines[:PAST_LINES], "past_more": len(lines) > PAST_LINES}
 
 
-def _is_key(value: str) -> bool:
-    return bool(value) and re.fullmatch(SLICE_KEY_PATTERN, value) is not None
-
-
 def _now_key(profile: Profile) -> str:
     """The open conversation's key ("now"), "" when none is open."""
-    open_ = Slice.objects.for_profile(profile).open().order_by("-started_at").values_list("key", flat=True).first()
-    return open_ or ""
+    open_ = Slice.objects.newest_open(profile.pk)
+    return open_.key if open_ else ""
 
 
 @login_required
@@ -103,7 +87,7 @@ def chat(request):
     profile = current_profile(request)
     page, older_than = archive_page(profile, before=request.GET.get("before") or None)
     asked = request.GET.get("conversation", "")
-    past = _past(profile, asked) if _is_key(asked) else {}
+    past = _past(profile, asked) if is_slice_key(asked) else {}
     conversations, more_before = conversations_page(profile)
     now_key = _now_key(profile)
     context = {
@@ -128,7 +112,7 @@ def conversation(request, key: str):
     """A past conversation shown in place of the live one (htmx); without JavaScript the chat
     page itself shows it (?conversation=)."""
     profile = current_profile(request)
-    if not _is_key(key):
+    if not is_slice_key(key):
         raise Http404("no such conversation")
     past = _past(profile, key)  # another person's key is a 404 here too (P2)
     if not request.htmx:
@@ -144,7 +128,7 @@ def conversations(request):
     continues from the same key."""
     profile = current_profile(request)
     before = request.GET.get("before", "")
-    if not _is_key(before):
+    if not is_slice_key(before):
         before = ""
     if not request.htmx:
         return redirect(f"{reverse('timeline')}?profile={profile.key}&before={before}")

@@ -5,15 +5,13 @@ A page is a constant number of queries whatever the archive's size: the page's s
 message counts, one query for their evolution runs, one for which have a card snapshot.
 """
 
-import re
 from collections import defaultdict
 
 from django.contrib.auth.decorators import login_required
-from django.db.models import Count, Q
 from django.shortcuts import render
 
 from memory.models import CardSnapshot, EvolutionRun, Slice
-from memory.models.archive import SLICE_KEY_PATTERN
+from memory.models.archive import is_slice_key
 from previously.pages.current_profile import current_profile
 
 PAGE_SIZE = 20
@@ -28,9 +26,7 @@ def timeline_page(profile, *, before: str = "") -> tuple[list[tuple[str, list[Sl
     more = len(keys) > PAGE_SIZE
     keys = keys[:PAGE_SIZE]
     rows = list(
-        Slice.objects.filter(pk__in=keys)
-        .annotate(n_messages=Count("messages", filter=Q(messages__deleted_at__isnull=True)))
-        .order_by("-key")
+        Slice.objects.filter(pk__in=keys).with_line_count().order_by("-key")
     )
     runs: dict[int, list[EvolutionRun]] = defaultdict(list)
     for run in EvolutionRun.objects.filter(slice_id__in=keys).order_by("created_at", "id").defer(
@@ -50,13 +46,10 @@ def timeline(request):
     """Conversations newest first, grouped by the day they started, with their card changes."""
     profile = current_profile(request)
     before = request.GET.get("before", "")
-    if before and not _looks_like_key(before):
+    if before and not is_slice_key(before):
         before = ""
     days, next_before = timeline_page(profile, before=before)
     context = {"profile": profile, "days": days, "next_before": next_before, "paged": bool(before)}
     template = "timeline/timeline.html#days" if request.htmx and not request.htmx.boosted else "timeline/timeline.html"
     return render(request, template, context)
 
-
-def _looks_like_key(value: str) -> bool:
-    return re.match(SLICE_KEY_PATTERN, value) is not None
