@@ -11,7 +11,8 @@ Two stages, a constant number of queries whatever the archive size:
    questions, and one for turns from a month/year the question names. Recency counts
    only when the question asks for it (weight 0 by default: it measured negative).
 
-Tuned on LoCoMo (BENCH §1); see bench/ and ../research/recall/NOTES.md for the ablations.
+Tuned on LoCoMo (BENCH §1) with `python -m bench.locomo_sweep`; the ablations are listed in
+RecallConfig below and in the README ("Hybrid recall").
 """
 
 import logging
