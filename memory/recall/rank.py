@@ -37,7 +37,9 @@ from memory.recall.tokenize import is_cjk_character, tokenize
 
 @dataclass(frozen=True)
 class RecallConfig:
-    n_candidates: int = 200  # full-text LIMIT (100 → 200: LoCoMo hybrid 0.656/0.733 → 0.661/0.740, lexical 0.609/0.688 → 0.609/0.690)
+    # Full-text LIMIT. 100 → 200: LoCoMo hybrid 0.656/0.733 → 0.661/0.740, lexical 0.609/0.688 →
+    # 0.609/0.690; 200 → 400 (with 100 nearest by meaning) → 0.671/0.751 (bench.locomo_sweep).
+    n_candidates: int = 400
     # Max summed document frequency of the terms sent to MATCH: 500 measured the same LoCoMo
     # recall as 2000 (0.621/0.706/0.765) with less full-text work on big archives (BENCH §2).
     posting_budget: int = 500
@@ -72,11 +74,12 @@ class RecallConfig:
     #     0.659/0.744 — within 0.01, but a second, longer embedding on every chat turn
     #     (+4-6 ms of the 15 ms budget), so not kept; two previous lines 0.672/0.742
     # Not kept either: RRF of the two rankings (k 10/60, ≤ 0.640/0.724), cosine over a fixed
-    # floor instead of min-max (≤ 0.648/0.724), 100 nearest instead of 50 (±0.002), also
+    # floor instead of min-max (≤ 0.648/0.724), 100 nearest instead of 50 at 200 candidates (±0.002), also
     # stripping question words (±0.003), crediting the line before each nearest line
     # (≤ 0.663/0.746 at weight 1.0, R@5 lower). A line found only by meaning joins when its
     # cosine reaches `dense_floor`, so an exact question does not drag in the whole archive.
-    n_dense: int = 50
+    # 50 → 100 nearest: alone ±0.002 at 200 candidates, +0.005 R@10 at 400 (the two together above).
+    n_dense: int = 100
     dense_weight: float = 0.6
     dense_floor: float = 0.25
 
