@@ -1,5 +1,7 @@
 """The server process's periodic housekeeping (S1): close idle slices every minute (and remove
-import previews older than PREVIOUSLY_IMPORT_PREVIEW_HOURS, S4); every
+import previews older than PREVIOUSLY_IMPORT_PREVIEW_HOURS, S4; and give up to
+PREVIOUSLY_EMBED_BACKFILL_LINES archived lines their sentence vectors, R8: after an import or
+a change of model the backfill runs by itself, as `manage.py embed_backfill` does by hand); every
 PREVIOUSLY_PROACTIVE_CHECK_SECONDS, queue the proactive check (K15: due Horizon items).
 
 Started once per process by the ASGI application on its first connection (never by
@@ -14,6 +16,7 @@ from django.conf import settings
 from django.db import close_old_connections, connections
 
 from memory.interop.previews import sweep_previews
+from memory.recall import vectors
 from previously.agent.lifecycle import close_idle_slices, fail_stale_runs
 from previously.chat.proactive import proactive_check
 
@@ -45,6 +48,10 @@ def run_idle_check() -> int:
     swept = sweep_previews()  # S4: import previews never applied nor cancelled
     if swept:
         log.info("idle check: removed %d expired import preview(s)", swept)
+    per_pass = settings.PREVIOUSLY_EMBED_BACKFILL_LINES
+    embedded = vectors.backfill(limit=per_pass) if per_pass > 0 and vectors.behind() else 0
+    if embedded:
+        log.info("idle check: embedded %d archived line(s)", embedded)
     return len(closed)
 
 

@@ -124,6 +124,10 @@ TUNABLES: dict[str, Tunable] = {
     "PREVIOUSLY_AGENT_RUN_SECONDS": Tunable(3600, minimum=1),
     "PREVIOUSLY_TURN_ANALYZER_MODEL": Tunable(True),
     "PREVIOUSLY_IDLE_CHECK_SECONDS": Tunable(60, minimum=0),
+    # Archived lines given their sentence vector per housekeeping pass (R8; 0: only by
+    # `manage.py embed_backfill`). 2,000 lines take about 1-2 s with the local model, so a
+    # 120k-line import is searchable by meaning within about an hour of the server's start.
+    "PREVIOUSLY_EMBED_BACKFILL_LINES": Tunable(2000, minimum=0),
     # Image messages (SPEC A7): the largest upload in bytes (the type is checked by content);
     # whether the model takes images (image_url parts; 0 sends an "[image: …]" stand-in).
     "PREVIOUSLY_IMAGE_MAX_BYTES": Tunable(8 * 1024 * 1024, minimum=1),

@@ -73,6 +73,11 @@ class RecallConfig:
     #   previous line + line embedded as one text, weight 0.6 / 0.8     0.665/0.736,
     #     0.659/0.744 — within 0.01, but a second, longer embedding on every chat turn
     #     (+4-6 ms of the 15 ms budget), so not kept; two previous lines 0.672/0.742
+    #   400 candidates, 100 nearest (kept): bench.locomo_sweep 0.661/0.740 → 0.672/0.752;
+    #     through retrieve_batch (as make bench runs it) 0.666/0.751 → 0.671/0.754
+    #   + the line two back at half weight in each vector: sweep 0.680/0.756, retrieve_batch
+    #     0.671/0.756 (+0.002 R@10 for re-embedding every stored vector: not kept); at weight
+    #     0.3/0.7/1.0 within 0.002 of that; the next line too ≤ 0.660/0.745 (sweep)
     # Not kept either: RRF of the two rankings (k 10/60, ≤ 0.640/0.724), cosine over a fixed
     # floor instead of min-max (≤ 0.648/0.724), 100 nearest instead of 50 at 200 candidates (±0.002), also
     # stripping question words (±0.003), crediting the line before each nearest line

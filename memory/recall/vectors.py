@@ -25,7 +25,8 @@ the joint text and costs nothing more per turn (the previous line's vector is in
 embedding cache, and the chat's question reuses the line's own), where the joint text costs
 a second, longer embedding on every chat turn (+4-6 ms of BENCH §2's 15 ms). See rank.py for the fused table. The text kept is the line
 alone. The vectors' model tag says so (`<embedder>+prev1`), so rows made without context
-are re-embedded by `manage.py embed_backfill`. A vector holds something of its previous
+are re-embedded by the backfill (`manage.py embed_backfill`, and the server's housekeeping a
+bounded number at a time). A vector holds something of its previous
 line, so when a line leaves the index (hide, delete, edit) the line after it is re-embedded
 in the same transaction (`refresh_followers`): a deleted line does not live on in its
 neighbour's vector.
@@ -326,13 +327,34 @@ def _shortlist_numpy(profile_id: int, model: str, packed: bytes, n: int) -> list
     return [int(i) for i in ids[keep]]
 
 
+def _unembedded(model: str):
+    """Live, indexed messages with some text and no `model` vector."""
+    return (
+        Message.objects.filter(deleted_at__isnull=True, recall_document__isnull=False)
+        .exclude(content="")
+        .exclude(recall_vector__model=model)
+    )
+
+
 def missing(*, batch: int, after: int = 0, model: str) -> list[Message]:
     """Up to `batch` live, indexed messages (id > `after`, in id order) without a `model` vector."""
-    return list(
-        Message.objects.filter(pk__gt=after, deleted_at__isnull=True, recall_document__isnull=False)
-        .exclude(recall_vector__model=model)
-        .order_by("pk")[:batch]
-    )
+    return list(_unembedded(model).filter(pk__gt=after).order_by("pk")[:batch])
+
+
+def behind() -> bool:
+    """Whether the backfill may have work: a vector of another model or context exists, or a
+    profile has fewer vectors than indexed lines (two indexed lookups, cheap enough for the
+    server's housekeeping every minute); False when embeddings are off."""
+    embedder = embedding.current()
+    if embedder is None:
+        return False
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT EXISTS (SELECT 1 FROM memory_recallvector WHERE model <> %s)"
+            " OR EXISTS (SELECT 1 FROM memory_recallstats WHERE n_vectors < n_docs)",
+            [model_tag(embedder)],
+        )
+        return bool(cursor.fetchone()[0])
 
 
 def backfill(*, batch: int = 256, limit: int | None = None, progress: Callable[[int, int], None] | None = None) -> int:
@@ -344,9 +366,7 @@ def backfill(*, batch: int = 256, limit: int | None = None, progress: Callable[[
     if embedder is None:
         return 0
     tag = model_tag(embedder)
-    remaining = Message.objects.filter(deleted_at__isnull=True, recall_document__isnull=False).exclude(
-        recall_vector__model=tag
-    ).count()
+    remaining = _unembedded(tag).count()
     total = min(remaining, limit) if limit is not None else remaining
     done, after = 0, 0
     while done < total:

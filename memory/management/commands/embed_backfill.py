@@ -1,6 +1,8 @@
 """Give archived lines their sentence vectors (SPEC R8): after an import, a migration, a
 change of embedding model or of what a vector holds (the tag `<model>+prev1`: the line with its
-previous line, issue 18). Bounded and resumable; lines without one are still found lexically."""
+previous line, issue 18). Bounded and resumable; lines without one are still found lexically.
+The server's housekeeping does the same a bounded number of lines at a time
+(PREVIOUSLY_EMBED_BACKFILL_LINES); this command does it all at once, with progress."""
 
 from django.core.management.base import BaseCommand, CommandError
 
