@@ -125,8 +125,9 @@ TUNABLES: dict[str, Tunable] = {
     "PREVIOUSLY_TURN_ANALYZER_MODEL": Tunable(True),
     "PREVIOUSLY_IDLE_CHECK_SECONDS": Tunable(60, minimum=0),
     # Archived lines given their sentence vector per housekeeping pass (R8; 0: only by
-    # `manage.py embed_backfill`). 2,000 lines take about 1-2 s with the local model, so a
-    # 120k-line import is searchable by meaning within about an hour of the server's start.
+    # `manage.py embed_backfill`). 2,000 lines took 3.1-3.8 s with the local model in a 100k-line
+    # archive (the check that finds nothing to do, 5-12 ms), so a 120k-line import is searchable
+    # by meaning about an hour after the server starts.
     "PREVIOUSLY_EMBED_BACKFILL_LINES": Tunable(2000, minimum=0),
     # Image messages (SPEC A7): the largest upload in bytes (the type is checked by content);
     # whether the model takes images (image_url parts; 0 sends an "[image: …]" stand-in).
