@@ -30,6 +30,18 @@ def _no_connections_left_open(django_db_setup):
 
 
 @pytest.fixture(autouse=True)
+def _english_unless_a_test_asks():
+    """Each test starts in settings.LANGUAGE_CODE: a request in Chinese leaves its language
+    active in the thread (LocaleMiddleware does not reset it), and a later test rendering a
+    template outside a request would otherwise be translated by whichever test ran before."""
+    from django.utils import translation
+
+    translation.deactivate()
+    yield
+    translation.deactivate()
+
+
+@pytest.fixture(autouse=True)
 def _fast_password_hashing(settings):
     # PBKDF2 costs ~0.3 s a user; tests create many users.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

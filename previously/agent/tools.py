@@ -182,10 +182,13 @@ def dispatch(ctx: Context, name: str, raw_arguments: str) -> Outcome:
 
 
 # Mutations whose card text carries no refs but which may cite newer slices as evidence for
-# changing what the person wrote by hand (K16: the portrait); the refs only reach
-# rewrite_refusal. (The index-based removals could take them too; the small models' schema
-# budget, issue 19, keeps them out until one needs it.)
-EVIDENCE_ONLY_REFS = ("set_portrait",)
+# changing what the person wrote by hand (K16); the refs only reach rewrite_refusal. The
+# portrait's schema names them (EVIDENCE_REFS_IN_SCHEMA); the index-based removals' schemas do
+# not (the small models' schema budget, issue 19: +600 characters), so a removal learns of
+# them from its refusal ("cite that newer slice in refs") and may then call again with them,
+# instead of being told the argument is unexpected.
+EVIDENCE_ONLY_REFS = ("set_portrait", "remove_anchor_fact", "remove_now", "resolve_horizon", "remove_lesson")
+EVIDENCE_REFS_IN_SCHEMA = ("set_portrait",)
 
 
 def _mutation_handler(name: str) -> Callable[[Context, dict], Outcome]:
@@ -207,7 +210,7 @@ def _mutation_handler(name: str) -> Callable[[Context, dict], Outcome]:
 
 for _name in MUTATIONS:
     register(Tool(_name, DESCRIPTIONS[_name], tool_arguments(_name), _mutation_handler(_name),
-                  optional=("refs",) if _name in EVIDENCE_ONLY_REFS else ()))
+                  optional=("refs",) if _name in EVIDENCE_REFS_IN_SCHEMA else ()))
 
 
 # --- reading --------------------------------------------------------------------------------

@@ -100,6 +100,28 @@ def test_the_agent_may_not_undo_a_hand_edit_without_newer_evidence(profile, card
     assert not fake.accepted and "[you]" in fake.message  # only the person cites the person
 
 
+def test_a_removal_refused_for_the_persons_line_goes_through_with_newer_evidence_in_refs(profile, carded):
+    add_line(profile, version=1, attr="lessons", text="Never call her Meimei")
+    card = parse(Card.objects.get(profile=profile).text)
+    ctx = Context(profile=profile, card=card, refs_exist=refs_resolver(profile))
+    told = dispatch(ctx, "remove_lesson", '{"index": 1}')
+    assert not told.accepted and "cite that newer slice in refs" in told.message
+    older = dispatch(ctx, "remove_lesson", json.dumps({"index": 1, "refs": [carded.ref]}))
+    assert not older.accepted and "the person wrote" in older.message  # before their edit: no evidence
+    unknown = dispatch(ctx, "remove_lesson", '{"index": 1, "refs": ["2099/01/01/0000"]}')
+    assert not unknown.accepted and "the person wrote" in unknown.message
+    assert [lesson.text for lesson in ctx.card.lessons] == ["Never call her Meimei"]
+
+    at = timezone.now().replace(second=0, microsecond=0) + timedelta(minutes=2)
+    later = make_slice(profile, key=at.strftime("%Y-%m-%d-%H%M"), lines=[("user", "Meimei is fine now, really 😄")], at=at)
+    done = dispatch(ctx, "remove_lesson", json.dumps({"index": 1, "refs": [later.ref]}))
+    assert done.accepted and ctx.card.lessons == ()
+    assert ctx.accepted[-1] == ("remove_lesson", {"index": 1})  # the evidence is not card text
+    # Without a hand edit in the way, refs on a removal are evidence nobody needs: ignored.
+    now_line = dispatch(ctx, "remove_now", json.dumps({"index": 1, "refs": [later.ref]}))
+    assert now_line.accepted and ctx.card.now == ()
+
+
 MINE = "Mei moved to Lyon for the pottery school and calls the cat Tofu her flatmate."
 
 
