@@ -38,7 +38,7 @@ from memory.recall.tokenize import is_cjk_character, tokenize
 @dataclass(frozen=True)
 class RecallConfig:
     # Full-text LIMIT. 100 → 200: LoCoMo hybrid 0.656/0.733 → 0.661/0.740, lexical 0.609/0.688 →
-    # 0.609/0.690; 200 → 400 (with 100 nearest by meaning) → 0.671/0.751 (bench.locomo_sweep).
+    # 0.609/0.690; 200 → 400 (with 100 nearest by meaning) → 0.672/0.752 (bench.locomo_sweep).
     n_candidates: int = 400
     # Max summed document frequency of the terms sent to MATCH: 500 measured the same LoCoMo
     # recall as 2000 (0.621/0.706/0.765) with less full-text work on big archives (BENCH §2).
