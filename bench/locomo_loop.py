@@ -12,13 +12,12 @@ from django.core.management import call_command
 from django.db import connection
 
 from bench.locomo import CATEGORIES, DATA, build_input, score
-from memory.archive import archive_message
-from memory.models import Message, Profile
+from memory.models import Profile
 from memory.recall import embedding, vectors
 from memory.recall.index import optimize_index
 from memory.recall.rank import DEFAULT_CONFIG, RecallConfig, rank_messages
 from memory.recall.tokenize import ANALYSER_VERSION
-from memory.retrieve_batch import _timestamp
+from memory.retrieve_batch import load_conversation
 
 HEADER = f"{'configuration':32s} {'R@5':>6s} {'R@10':>6s} {'R@20':>6s}  R@10 by category  s"
 
@@ -58,17 +57,7 @@ class Loop:
             began = time.perf_counter()
             user = get_user_model().objects.create(username=f"locomo-{conv['id']}")
             profile = Profile.objects.create(user=user, key="locomo")
-            doc_of, session = {}, None
-            for n, doc in enumerate(conv["docs"]):
-                text = doc["text"] + (f"\n{doc['image_caption']}" if doc.get("image_caption") else "")
-                archived = archive_message(
-                    profile=profile, mid=f"d_{n}", content=text, tz="UTC",
-                    speaker=Message.Speaker.ASSISTANT if doc["speaker"] == conv["speaker_b"] else Message.Speaker.USER,
-                    created_at=_timestamp(doc.get("timestamp"), n),
-                    new_conversation=n > 0 and doc.get("session") != session,
-                )
-                session = doc.get("session")
-                doc_of[str(archived.message.pk)] = doc["id"]
+            doc_of = {str(mid): doc for mid, doc in load_conversation(profile, conv).items()}  # JSON keys
             loaded[conv["id"]] = {"profile": profile.pk, "docs": doc_of}
             say(f"{conv['id']}: {len(conv['docs'])} lines loaded in {time.perf_counter() - began:.1f} s")
         optimize_index()

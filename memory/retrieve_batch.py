@@ -49,9 +49,30 @@ def _conversation(conv: dict, k: int, progress) -> tuple[dict[str, list[str]], d
     speaker_a, speaker_b = conv.get("speaker_a", ""), conv.get("speaker_b", "")
     docs = conv.get("docs", [])
     began = time.perf_counter()
+    doc_of = load_conversation(profile, conv)
+    optimize_index()  # as after an import: PostgreSQL plans with statistics that know these rows
+    if progress:
+        progress(f"{conv.get('id', '?')}: {len(docs)} docs loaded in {time.perf_counter() - began:.1f}s")
+    names = {name: speaker for name, speaker in ((speaker_a, "user"), (speaker_b, "assistant")) if name}
+    newest_first = [str(d["id"]) for d in reversed(docs)]
+    results, latency = {}, {}
+    for q in conv.get("queries", []):
+        t0 = time.perf_counter()
+        hits = rank_messages(profile_id=profile.pk, query=q["question"], limit=k, speaker_names=names)
+        latency[q["qid"]] = round((time.perf_counter() - t0) * 1000, 3)
+        ids = [doc_of[h.message_id] for h in hits]
+        results[q["qid"]] = _at_least(ids, k, newest_first)
+    return results, latency
+
+
+def load_conversation(profile: Profile, conv: dict) -> dict[int, str]:
+    """Archive a protocol conversation's docs into `profile` through the chat's write path
+    (speaker_b's lines as the companion's, a new slice where the session changes, the image
+    caption after the text): {message id: doc id}."""
+    speaker_b = conv.get("speaker_b", "")
     doc_of: dict[int, str] = {}
     session = object()
-    for n, doc in enumerate(docs):
+    for n, doc in enumerate(conv.get("docs", [])):
         text = doc.get("text", "")
         if doc.get("image_caption"):
             text = f"{text}\n{doc['image_caption']}"
@@ -66,19 +87,7 @@ def _conversation(conv: dict, k: int, progress) -> tuple[dict[str, list[str]], d
         )
         session = doc.get("session", session)
         doc_of[archived.message.pk] = str(doc["id"])
-    optimize_index()  # as after an import: PostgreSQL plans with statistics that know these rows
-    if progress:
-        progress(f"{conv.get('id', '?')}: {len(docs)} docs loaded in {time.perf_counter() - began:.1f}s")
-    names = {name: speaker for name, speaker in ((speaker_a, "user"), (speaker_b, "assistant")) if name}
-    newest_first = [str(d["id"]) for d in reversed(docs)]
-    results, latency = {}, {}
-    for q in conv.get("queries", []):
-        t0 = time.perf_counter()
-        hits = rank_messages(profile_id=profile.pk, query=q["question"], limit=k, speaker_names=names)
-        latency[q["qid"]] = round((time.perf_counter() - t0) * 1000, 3)
-        ids = [doc_of[h.message_id] for h in hits]
-        results[q["qid"]] = _at_least(ids, k, newest_first)
-    return results, latency
+    return doc_of
 
 
 def _at_least(ids: list[str], k: int, fill: list[str]) -> list[str]:

@@ -84,8 +84,14 @@ class ConversationsInTheBrowser(LiveChatServer):
                 page.wait_for_selector("#composer-text")
                 page.wait_for_timeout(300)
 
-                def shot(state, width, theme, page=page, lang=lang):
-                    page.screenshot(path=str(ARTIFACTS / f"conversations-{state}-{width}-{lang}-{theme}.png"))
+                def shots(state, width, each_theme=None, page=page, lang=lang):
+                    """A screenshot in light and in dark, then back to light."""
+                    for theme in ("light", "dark"):
+                        page.emulate_media(color_scheme=theme)
+                        page.screenshot(path=str(ARTIFACTS / f"conversations-{state}-{width}-{lang}-{theme}.png"))
+                        if each_theme:
+                            each_theme(theme)
+                    page.emulate_media(color_scheme="light")
 
                 def item(s, page=page):
                     return page.locator(f'#conversation-list li[data-key="{s.key}"] > a')
@@ -102,9 +108,7 @@ class ConversationsInTheBrowser(LiveChatServer):
                 expect(item(middle)).to_contain_text(TALK[lang][1][0][:8])
                 local = middle.started_at.astimezone(timezone.get_fixed_timezone(480)).strftime("%Y-%m-%d %H:%M")
                 expect(item(middle).locator("time")).to_have_text(local)  # the person's zone, not UTC
-                for theme in ("light", "dark"):
-                    page.emulate_media(color_scheme=theme)
-                    shot("now", 1280, theme)
+                shots("now", 1280)
 
                 # Open a past one with the pointer: shown in place, marked, the live list hidden.
                 item(middle).click()
@@ -116,10 +120,7 @@ class ConversationsInTheBrowser(LiveChatServer):
                 expect(item(now)).not_to_have_attribute("aria-current", "true")
                 expect(page.locator(".past-note")).to_contain_text(words["note"])
                 expect(page.locator("#composer-text")).to_be_editable()
-                for theme in ("light", "dark"):
-                    page.emulate_media(color_scheme=theme)
-                    shot("past", 1280, theme)
-                page.emulate_media(color_scheme="light")
+                shots("past", 1280)
                 view.get_by_role("link", name=words["back"]).first.click()
                 expect(view).to_have_count(0)
                 expect(page.locator("#messages")).to_be_visible()
@@ -154,26 +155,16 @@ class ConversationsInTheBrowser(LiveChatServer):
                 page.wait_for_selector("#composer-text")
                 page.wait_for_timeout(300)
                 expect(panel).not_to_have_attribute("open", "")
-                for theme in ("light", "dark"):
-                    page.emulate_media(color_scheme=theme)
-                    shot("now", 390, theme)
-                    self._fits(page, 390, 844, f"{lang} {theme} on load", problems)
-                page.emulate_media(color_scheme="light")
+                shots("now", 390, lambda theme, page=page, lang=lang: self._fits(page, 390, 844, f"{lang} {theme} on load", problems))
                 page.locator("#conversations > summary").click()
                 expect(item(middle)).to_be_visible()
                 self._fits(page, 390, 844, f"{lang} list open", problems)
-                for theme in ("light", "dark"):
-                    page.emulate_media(color_scheme=theme)
-                    shot("list", 390, theme)
-                page.emulate_media(color_scheme="light")
+                shots("list", 390)
                 item(oldest).click()
                 expect(view).to_be_visible()
                 expect(panel).not_to_have_attribute("open", "")  # closed again, the conversation in view
                 self._fits(page, 390, 844, f"{lang} past", problems)
-                for theme in ("light", "dark"):
-                    page.emulate_media(color_scheme=theme)
-                    shot("past", 390, theme)
-                page.emulate_media(color_scheme="light")
+                shots("past", 390)
                 view.get_by_role("link", name=words["back"]).first.click()
                 expect(view).to_have_count(0)
                 expect(page.locator("#messages")).to_be_visible()
