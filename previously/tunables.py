@@ -165,6 +165,13 @@ TUNABLES: dict[str, Tunable] = {
     # of PREVIOUSLY_LOGIN_LOCKOUT_MINUTES.
     "PREVIOUSLY_LOGIN_FAILURES": Tunable(5, minimum=1),
     "PREVIOUSLY_LOGIN_LOCKOUT_MINUTES": Tunable(15, minimum=1),
+    # Stored texts' limits in characters (SPEC S6, memory/limits.py): one line of chat (a pasted
+    # document longer than this is refused with that advice), a companion's persona (it is sent
+    # with every turn), and any other free-text field (experience text, a favourite's excerpt,
+    # a hand-written card line, a form field).
+    "PREVIOUSLY_MAX_MESSAGE_CHARS": Tunable(256 * 1024, minimum=1024),
+    "PREVIOUSLY_MAX_PERSONA_CHARS": Tunable(16 * 1024, minimum=256),
+    "PREVIOUSLY_MAX_FIELD_CHARS": Tunable(8 * 1024, minimum=256),
 }
 
 
