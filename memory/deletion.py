@@ -20,6 +20,7 @@ from django.core.files.storage import default_storage
 from django.db import connections, models, transaction
 from django.utils import timezone
 
+from memory import forget_journal
 from memory.card import detect_format, render
 from memory.card.lines import CardLine, card_lines, without_lines
 from memory.card.store import line_diff, parse_or_empty, refresh_injected_card
@@ -572,6 +573,12 @@ def _write_tombstones(tombs: list[Tombstone]) -> None:
         unique_fields=["profile", "kind", "object_id"],
         update_fields=["deleted_at", "expires_at", "content_hash", "created_at"],
     )
+    # O6: the same ids and hashes outside the database, so a restore forgets them again.
+    forget_journal.record(
+        forget_journal.entry(t.kind, t.object_id, profile_id=t.profile_id, content_hash=t.content_hash,
+                             at=t.deleted_at)
+        for t in tombs
+    )
 
 
 def _delete_relations(relations, now) -> list[Tombstone]:
@@ -765,6 +772,9 @@ def delete_profile(profile: Profile) -> dict[str, int]:
             if isinstance(a, dict) and a.get("path")
         ]
         forget_profile(profile.pk)
+        forget_journal.record([forget_journal.entry(
+            forget_journal.PROFILE, profile.key, profile_id=profile.pk, profile_key=profile.key,
+            user_id=profile.user_id)])
         profile.delete()
 
         def remove_files():

@@ -1,7 +1,8 @@
 """The server process's periodic housekeeping (S1): close idle slices every minute (and remove
 import previews older than PREVIOUSLY_IMPORT_PREVIEW_HOURS, S4; and give up to
 PREVIOUSLY_EMBED_BACKFILL_LINES archived lines their sentence vectors, R8: after an import or
-a change of model the backfill runs by itself, as `manage.py embed_backfill` does by hand); every
+a change of model the backfill runs by itself, as `manage.py embed_backfill` does by hand; take
+the daily backup, O6); every
 PREVIOUSLY_PROACTIVE_CHECK_SECONDS, queue the proactive check (K15: due Horizon items).
 
 Started once per process by the ASGI application on its first connection (never by
@@ -15,6 +16,7 @@ import time
 from django.conf import settings
 from django.db import close_old_connections, connections
 
+from memory import backups
 from memory.interop.previews import sweep_previews
 from memory.recall import vectors
 from previously.agent.lifecycle import close_idle_slices, fail_stale_runs
@@ -52,7 +54,22 @@ def run_idle_check() -> int:
     embedded = vectors.backfill(limit=per_pass) if per_pass > 0 and vectors.behind() else 0
     if embedded:
         log.info("idle check: embedded %d archived line(s)", embedded)
+    take_scheduled_backup()
     return len(closed)
+
+
+def take_scheduled_backup() -> backups.Backup | None:
+    """O6: a backup every PREVIOUSLY_BACKUP_HOURS (daily by default), then the old ones pruned."""
+    if not backups.due():
+        return None
+    try:
+        backup = backups.make_backup()
+    except backups.BackupError as error:
+        log.warning("scheduled backup failed: %s", error)
+        return None
+    removed = backups.prune()
+    log.info("backup %s (%d bytes); removed %d old one(s)", backup.path.name, backup.bytes, len(removed))
+    return backup
 
 
 def run_proactive_check() -> None:

@@ -29,6 +29,8 @@ from daphne.server import Server
 from django.conf import settings
 from django.urls import Resolver404, resolve
 
+from memory import server_lock
+
 # Room above a route's file limit for the multipart boundaries, part headers and CSRF token.
 ENVELOPE_BYTES = 64 * 1024
 
@@ -126,7 +128,11 @@ class BoundedCommandLineInterface(CommandLineInterface):
 
 def main(argv: list[str] | None = None) -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "previously.settings")
-    BoundedCommandLineInterface().run(sys.argv[1:] if argv is None else argv)
+    lock = server_lock.hold()  # O6: `manage.py restore` refuses while any server process runs
+    try:
+        BoundedCommandLineInterface().run(sys.argv[1:] if argv is None else argv)
+    finally:
+        lock.close()
 
 
 if __name__ == "__main__":

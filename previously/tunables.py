@@ -172,6 +172,12 @@ TUNABLES: dict[str, Tunable] = {
     "PREVIOUSLY_MAX_MESSAGE_CHARS": Tunable(256 * 1024, minimum=1024),
     "PREVIOUSLY_MAX_PERSONA_CHARS": Tunable(16 * 1024, minimum=256),
     "PREVIOUSLY_MAX_FIELD_CHARS": Tunable(8 * 1024, minimum=256),
+    # Backups (SPEC O6, memory/backups.py): the folder (empty: var/backups), how many days a
+    # backup is kept, and how often the server's housekeeping takes one (hours; 0: only
+    # `manage.py backup`, e.g. from cron).
+    "PREVIOUSLY_BACKUP_DIR": Tunable(""),
+    "PREVIOUSLY_BACKUP_KEEP_DAYS": Tunable(7, minimum=1),
+    "PREVIOUSLY_BACKUP_HOURS": Tunable(24, minimum=0),
 }
 
 

@@ -78,3 +78,11 @@ def _tasks_run_immediately(settings):
     # model answers meant for replies.
     settings.PREVIOUSLY_PROACTIVE_CHECK_SECONDS = 0
     settings.PREVIOUSLY_PROACTIVE_RETURN_HOURS = 0
+
+
+@pytest.fixture(autouse=True)
+def _backups_in_a_scratch_folder(settings, tmp_path_factory):
+    """Backups and the forget journal (O6) never go to var/ from a test; the housekeeping pass
+    takes no scheduled backup unless a test asks."""
+    settings.PREVIOUSLY_BACKUP_DIR = str(tmp_path_factory.getbasetemp() / "backups")
+    settings.PREVIOUSLY_BACKUP_HOURS = 0

@@ -48,7 +48,7 @@ from previously.pages.curation.forms import (
     RelationForm,
     label_of,
 )
-from previously.pages.forget_refs import refs_context
+from previously.pages.forget_refs import backup_note, refs_context
 from previously.pages.refusals import refusal
 from previously.pages.safe_urls import local_path
 
@@ -94,7 +94,7 @@ def _status_text(status: str) -> str:
 
 def _actions(request, profile, message, *, notice="", notice_kind="ok", refs=None, status=200, gone=False):
     context = {"profile": profile, "message": message, "notice": notice, "notice_kind": notice_kind, "gone": gone,
-               **refs_context(refs)}
+               **refs_context(refs, made_at=message.created_at if message else None)}
     return render(request, ACTIONS_PARTIAL, context, status=status)
 
 
@@ -156,6 +156,7 @@ def delete(request, profile_key, mid):
     """Delete for good (D2). Referenced: first a confirmation listing the refs (D1), then `force`."""
     profile = _profile(request, profile_key)
     force = request.POST.get("force") == "1"
+    made_at = Message.objects.filter(profile=profile, mid=mid).values_list("created_at", flat=True).first()
     try:
         result = delete_message(
             profile=profile, mid=mid, hard=True, force=force,
@@ -168,12 +169,15 @@ def delete(request, profile_key, mid):
         if request.htmx:
             return _actions(request, profile, message, refs=refused.refs)
         context = {"profile": profile, "message": message, "next": local_path(request.POST.get("next")) or "",
-                   **refs_context(refused.refs)}
+                   **refs_context(refused.refs, made_at=message.created_at)}
         return render(request, "curation/delete_confirm.html", context, status=409)
+    held = backup_note(made_at) if result.status == "deleted" else ""
     if request.htmx:
-        response = _actions(request, profile, None, notice=gettext("Deleted for good"), gone=True)
+        response = _actions(request, profile, None, notice=" ".join(filter(None, [gettext("Deleted for good"), held])),
+                            gone=True)
         return trigger_client_event(response, "message-deleted", {"mid": mid, "status": result.status})
-    flash.success(request, gettext("Message %(mid)s: %(status)s.") % {"mid": mid, "status": _status_text(result.status)})
+    flash.success(request, " ".join(filter(None, [
+        gettext("Message %(mid)s: %(status)s.") % {"mid": mid, "status": _status_text(result.status)}, held])))
     return _back(request, reverse("curation:messages", args=[profile.key]))
 
 

@@ -12,6 +12,7 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
+from memory import backups
 from memory.deletion import delete_profile, profile_contents
 from memory.models import Profile
 from previously.llm import get_provider
@@ -129,4 +130,8 @@ def about(request):
             (_("Days a deleted record blocks re-import (tombstones)"), settings.PREVIOUSLY_TOMBSTONE_TTL_DAYS),
         ],
     }
+    if request.user.is_staff:
+        kept = backups.backups()
+        context |= {"last_backup": kept[0] if kept else None, "backups_kept": len(kept),
+                    "keep_days": settings.PREVIOUSLY_BACKUP_KEEP_DAYS, "backup_hours": settings.PREVIOUSLY_BACKUP_HOURS}
     return render(request, "profiles/about.html", context)

@@ -71,7 +71,7 @@ def slice_delete(request, key: str):
         "slice": slice_,
         "lines": lines,
         "back": reverse("slice", args=[slice_.key]) + _profile_query(profile),
-        **refs_context(slice_refs(slice_)),
+        **refs_context(slice_refs(slice_), made_at=slice_.started_at),
     }
     return render(request, "slices/delete.html", context)
 
