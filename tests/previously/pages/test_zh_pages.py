@@ -56,7 +56,7 @@ LINES = [
 ALLOWED = {
     "Previously", "On", "Markdown", "JSON", "JSONL", "KV", "ID", "IDs", "API", "LLM", "URL", "OpenAI",
     "Enter", "Shift", "Esc", "MB", "KB", "UTC", "HH", "MM", "YYYY", "DD", "PREVIOUSLY_LLM_BASE_URL",
-    "PREVIOUSLY_LLM_MODEL", "PREVIOUSLY_AGENT_MODEL", "STRICT_MID", "MEM_READ_LEGACY", "token", "IANA",
+    "PREVIOUSLY_LLM_MODEL", "PREVIOUSLY_AGENT_MODEL", "PREVIOUSLY_BACKUP_HOURS", "STRICT_MID", "MEM_READ_LEGACY", "token", "IANA",
     "Asia", "Shanghai", "Europe", "Berlin",  # the time zone field's examples
     "English",  # the language menu names each language in its own tongue
     "beach",  # the archive's example of searching in any language
@@ -103,7 +103,8 @@ def seed(user) -> tuple[Profile, Slice, str]:
 
 
 def english(page: str) -> set[str]:
-    page = re.sub(r"<(script|style)\b.*?</\1>", " ", page, flags=re.S)
+    # Scripts, styles and commands to type (<code>) are not prose.
+    page = re.sub(r"<(script|style|code)\b.*?</\1>", " ", page, flags=re.S)
     labels = " ".join(LABEL_ATTRS.findall(page))
     text = re.sub(r"<[^>]+>", " ", page)
     words = set(WORD.findall(IDENTIFIERS.sub(" ", html.unescape(text + " " + labels))))
