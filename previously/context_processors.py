@@ -36,6 +36,10 @@ SECTIONS = {
     "data": "data",
     "data_import_preview": "data",
     "about": "about",
+    "account": "account",
+    "password_change": "account",
+    "account_delete": "account",
+    "people": "account",
 }
 
 

@@ -38,3 +38,20 @@ def push(profile: Profile | int, html: str, **extra) -> dict:
     """`apush` from sync code (tasks, the evolution run, proactive sends); raises what the
     channel layer raises — callers decide whether a missed frame matters."""
     return async_to_sync(apush)(profile, html, **extra)
+
+
+SESSION_ENDED = "session.ended"
+
+
+def session_group(session_key: str) -> str:
+    """The channel-layer group of the chat sockets opened with one signed-in session (O5)."""
+    return f"session-{session_key}"
+
+
+def end_sessions(session_keys) -> None:
+    """Close the chat sockets of the sessions named (signed out elsewhere, O5)."""
+    layer = get_channel_layer()
+    if layer is None:
+        return
+    for key in session_keys:
+        async_to_sync(layer.group_send)(session_group(key), {"type": SESSION_ENDED})

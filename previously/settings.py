@@ -88,6 +88,8 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "previously.pages.timezone.PersonZoneMiddleware",
+    # O5: a person's signed-in sessions (device, address, last seen), written once a minute.
+    "previously.pages.accounts.sessions.SessionSeenMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
@@ -172,6 +174,26 @@ X_FRAME_OPTIONS = "DENY"
 # page refuses exports above PREVIOUSLY_MAX_IMPORT_BYTES with a clear message.
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("DJANGO_DATA_UPLOAD_MAX_BYTES", 2_621_440)
 FILE_UPLOAD_MAX_MEMORY_SIZE = env_int("DJANGO_FILE_UPLOAD_MAX_BYTES", 2_621_440)
+
+# --- Email (O5: password reset links) -------------------------------------
+# Django 6.1's MAILERS. The console backend prints emails to the server's output; to send them,
+# DJANGO_EMAIL_BACKEND=django.core.mail.backends.smtp.EmailBackend with EMAIL_HOST, EMAIL_PORT,
+# EMAIL_HOST_USER, EMAIL_HOST_PASSWORD and EMAIL_USE_TLS.
+_MAIL_BACKEND = os.environ.get("DJANGO_EMAIL_BACKEND", "django.core.mail.backends.console.EmailBackend")
+MAILERS = {"default": {"BACKEND": _MAIL_BACKEND}}
+if _MAIL_BACKEND.endswith("smtp.EmailBackend"):
+    MAILERS["default"]["OPTIONS"] = {
+        "host": os.environ.get("EMAIL_HOST", "localhost"),
+        "port": env_int("EMAIL_PORT", 25),
+        "username": os.environ.get("EMAIL_HOST_USER", ""),
+        "password": os.environ.get("EMAIL_HOST_PASSWORD", ""),
+        "use_tls": env_bool("EMAIL_USE_TLS", False),
+    }
+DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "previously@localhost")
+if "console" in _MAIL_BACKEND:
+    # Without a mail server the reset email is printed in the server's log, and staff make
+    # one-time reset links on /people/ instead (README "Accounts"); not a deploy error here.
+    SILENCED_SYSTEM_CHECKS.append("mail.E001")
 
 # --- Database -------------------------------------------------------------
 SQLITE_PATH = VAR_DIR / "previously.sqlite3"

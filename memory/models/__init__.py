@@ -1,5 +1,6 @@
-"""The data of memory: archive, slices, curation, deletion, the card, legacy keys."""
+"""The data of memory: archive, slices, curation, deletion, the card, legacy keys, accounts."""
 
+from memory.models.accounts import AccountSession, Invitation, SiteSwitch
 from memory.models.archive import Message, MessageQuerySet, Profile, Slice, SliceLogEntry
 from memory.models.card import Card, CardSnapshot, EvolutionRun
 from memory.models.curation import (
@@ -16,6 +17,9 @@ from memory.models.proactive import ProactiveSend
 from memory.models.recall import RecallDocument, RecallStats, RecallTerm, RecallVector
 
 __all__ = [
+    "AccountSession",
+    "Invitation",
+    "SiteSwitch",
     "Card",
     "CardSnapshot",
     "EvolutionRun",

@@ -22,7 +22,7 @@ from memory.models.archive import OBJECT_ID_RE
 from previously.chat import guard, turn
 from previously.chat.db import db_call
 from previously.chat.proactive import should_welcome_back, welcome_back_task
-from previously.push import profile_group
+from previously.push import profile_group, session_group
 
 log = logging.getLogger(__name__)
 TURN_DRAIN_SECONDS = 120
@@ -111,6 +111,11 @@ class ChatConsumer(AsyncWebsocketConsumer):
             return
         self.group = profile_group(self.profile)
         await self.channel_layer.group_add(self.group, self.channel_name)
+        # O5: signing this session out elsewhere (another device, a password change) closes it.
+        session_key = getattr(self.scope.get("session"), "session_key", None)
+        self.session_group = session_group(session_key) if session_key else None
+        if self.session_group:
+            await self.channel_layer.group_add(self.session_group, self.channel_name)
         await self.accept()
         await _welcome_back_if_away(self.profile)
 
@@ -120,6 +125,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await asyncio.wait(set(self.turns), timeout=TURN_DRAIN_SECONDS)
         if getattr(self, "group", None):
             await self.channel_layer.group_discard(self.group, self.channel_name)
+        if getattr(self, "session_group", None):
+            await self.channel_layer.group_discard(self.session_group, self.channel_name)
 
     async def receive(self, text_data=None, bytes_data=None):
         if not await self._within_limits(text_data, bytes_data):
@@ -238,6 +245,10 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.send(text_data=html)
         except Exception:  # the page went away mid-turn; the turn still finishes and archives
             log.info("page of profile %s closed before a frame could be sent", self.profile.pk)
+
+    async def session_ended(self, event):
+        """`{"type": "session.ended"}`: this session was signed out (O5); the page's socket closes."""
+        await self.close(code=4401)
 
     async def page_event(self, event):
         """`{"type": "page.event", "html": …}` from the profile's group: pass it to the page."""

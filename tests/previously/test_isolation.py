@@ -17,6 +17,8 @@ from django.apps import apps
 from django.contrib.contenttypes.models import ContentType
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 from django.urls.resolvers import RegexPattern
+from django.utils.encoding import force_bytes
+from django.utils.http import urlsafe_base64_encode
 
 from memory.card import Card as ParsedCard
 from memory.models import (
@@ -41,6 +43,7 @@ A_KEY = "alice-only"
 # Pages anyone may see, logged in or not (their content is not per-user).
 PUBLIC = {
     "login",  # the login form
+    "password_reset", "password_reset_done", "password_reset_confirm", "password_reset_complete",  # O5: public
     "logout",  # POST only; ends the caller's own session
     "admin:login",  # Django's admin login form
     "admin:logout",
@@ -123,6 +126,9 @@ def fill(world, name: str, params: tuple[str, ...], route: str) -> dict:
         "id": str(world["alice"].pk),
         "content_type_id": str(ContentType.objects.get_for_model(Message).pk),
         "pk": world["image"].pk,  # /images/<pk>/: A's image message
+        "user_id": world["alice"].pk,  # staff's one-time reset link for A (O5)
+        "uidb64": urlsafe_base64_encode(force_bytes(world["alice"].pk)),  # a reset link of A's
+        "token": "0" * 24,  # an invitation or reset token nobody was given
     }
     out = {}
     for p in params:
