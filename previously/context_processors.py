@@ -40,6 +40,9 @@ SECTIONS = {
     "password_change": "account",
     "account_delete": "account",
     "people": "account",
+    "connections": "connections",
+    "connection_edit": "connections",
+    "connection_new": "connections",
 }
 
 

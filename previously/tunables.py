@@ -178,6 +178,11 @@ TUNABLES: dict[str, Tunable] = {
     "PREVIOUSLY_BACKUP_DIR": Tunable(""),
     "PREVIOUSLY_BACKUP_KEEP_DAYS": Tunable(7, minimum=1),
     "PREVIOUSLY_BACKUP_HOURS": Tunable(24, minimum=0),
+    # Model connections entered in the browser (SPEC O4): the secret their API keys are sealed
+    # under (empty: DJANGO_SECRET_KEY), and how often, in seconds, a server process looks for a
+    # change made by another one.
+    "PREVIOUSLY_CONNECTION_SECRET": Tunable(""),
+    "PREVIOUSLY_CONNECTION_CHECK_SECONDS": Tunable(5, minimum=0),
 }
 
 

@@ -21,5 +21,6 @@ urlpatterns = [
     path("i18n/", include("django.conf.urls.i18n")),
     path("", include("previously.pages.data.urls")),
     path("", include("previously.pages.accounts.urls")),
+    path("", include("previously.pages.connections.urls")),
     path("p/<str:profile_key>/", include("previously.pages.curation.urls")),
 ]

@@ -3,6 +3,7 @@
 from memory.models.accounts import AccountSession, Invitation, SiteSwitch
 from memory.models.archive import Message, MessageQuerySet, Profile, Slice, SliceLogEntry
 from memory.models.card import Card, CardSnapshot, EvolutionRun
+from memory.models.connections import Connection, ModelChoice
 from memory.models.curation import (
     Experience,
     ExperienceHistory,
@@ -22,6 +23,7 @@ __all__ = [
     "SiteSwitch",
     "Card",
     "CardSnapshot",
+    "Connection",
     "EvolutionRun",
     "Experience",
     "ExperienceHistory",
@@ -31,6 +33,7 @@ __all__ = [
     "LegacyFragment",
     "LegacyMeta",
     "Message",
+    "ModelChoice",
     "MessageQuerySet",
     "ProactiveSend",
     "Profile",

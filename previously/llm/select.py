@@ -1,13 +1,25 @@
-"""Choose the provider once per process: configured endpoint, else local Ollama, else offline;
-and tune it per companion (issue 17 point 8): a profile's own model and temperature, falling
-back to the environment's (PREVIOUSLY_LLM_MODEL, the endpoint's default temperature)."""
+"""Choose the provider: the environment's endpoint, else the connection staff chose in the
+browser (O4), else a local Ollama, else offline; and tune it per companion (issue 17 point 8): a
+profile's own model and temperature, falling back to the environment's (PREVIOUSLY_LLM_MODEL, the
+endpoint's default temperature).
 
+The choice is kept per process. A change made on the connections page bumps
+`ModelChoice.version`; each process compares it at most every PREVIOUSLY_CONNECTION_CHECK_SECONDS
+and chooses again, so no restart is needed, in any process. A provider installed with
+`reset_provider(provider)` (tests) stays until reset."""
+
+import asyncio
 import json
 import logging
+import time
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 
 from django.conf import settings
+from django.db import connections
 
+from memory.models import ModelChoice
+from memory.sealed import Unreadable, unseal
 from previously.llm.base import Provider
 from previously.llm.offline import Offline
 from previously.llm.openai_compat import OpenAICompatible, Timeouts, list_models
@@ -15,10 +27,15 @@ from previously.llm.openai_compat import OpenAICompatible, Timeouts, list_models
 log = logging.getLogger(__name__)
 OLLAMA_URL = "http://127.0.0.1:11434/v1"
 _provider: Provider | None = None
+# What the choice was made from: the version of the stored choices, when it was last compared,
+# whether a test pinned the provider, the key and agent model of a stored connection.
+_state = {"version": None, "checked": 0.0, "pinned": False, "api_key": "", "agent_model": ""}
 
 
 def get_provider() -> Provider:
     global _provider
+    if _provider is not None and not _state["pinned"] and _stored_choice_changed():
+        _provider = None
     if _provider is None:
         _provider = _choose()
         log.info("model provider: %s %s", _provider.name, _provider.model)
@@ -29,9 +46,79 @@ def reset_provider(provider: Provider | None = None) -> None:
     """Forget the choice (settings changed), or install one (tests)."""
     global _provider
     _provider = provider
+    _state.update(pinned=provider is not None, version=None, checked=0.0)
+
+
+def _off_the_loop(read):
+    """Run the database read `read` here, or in a thread when this thread runs an event loop
+    (Django refuses the ORM there); a milliseconds-long read, once per change or check."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return read()
+
+    def in_thread():
+        try:
+            return read()
+        finally:
+            connections.close_all()
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(in_thread).result()
+
+
+def _stored_choice_changed() -> bool:
+    if settings.PREVIOUSLY_LLM_BASE_URL:
+        return False  # the environment wins; nothing stored is read
+    now = time.monotonic()
+    if now - _state["checked"] < settings.PREVIOUSLY_CONNECTION_CHECK_SECONDS:
+        return False
+    _state["checked"] = now
+    try:
+        version = _off_the_loop(ModelChoice.current_version)
+    except Exception:  # noqa: BLE001 - no database here (a command before migrate): keep the choice
+        log.warning("model connections could not be read", exc_info=True)
+        return False
+    return version != _state["version"]
+
+
+def _stored() -> tuple[int, dict | None]:
+    """The stored choice's version and its chat connection (base URL, key, models), if any."""
+    choice = ModelChoice.current()
+    conn = choice.chat_connection
+    if conn is None:
+        return choice.version, None
+    return choice.version, {"base_url": conn.base_url, "sealed_key": conn.sealed_key,
+                            "chat_model": choice.chat_model, "agent_model": choice.agent_model}
+
+
+def _from_connection() -> Provider | None:
+    try:
+        version, stored = _off_the_loop(_stored)
+    except Exception:  # noqa: BLE001 - see _stored_choice_changed
+        log.warning("model connections could not be read", exc_info=True)
+        return None
+    _state.update(version=version, checked=time.monotonic(), api_key="", agent_model="")
+    if stored is None:
+        return None
+    try:
+        key = unseal(stored["sealed_key"])
+    except Unreadable:
+        log.error("the chosen connection's API key cannot be read (PREVIOUSLY_CONNECTION_SECRET changed?)")
+        return None
+    _state.update(api_key=key, agent_model=stored["agent_model"])
+    return OpenAICompatible(
+        base_url=stored["base_url"], api_key=key,
+        model=settings.PREVIOUSLY_LLM_MODEL or stored["chat_model"] or "default",
+        supports_images=settings.PREVIOUSLY_LLM_IMAGES, timeouts=timeouts(),
+    )
 
 
 def _choose() -> Provider:
+    if not settings.PREVIOUSLY_LLM_BASE_URL:
+        chosen = _from_connection()
+        if chosen is not None:
+            return chosen
     if settings.PREVIOUSLY_LLM_BASE_URL:
         return OpenAICompatible(
             base_url=settings.PREVIOUSLY_LLM_BASE_URL,
@@ -72,7 +159,9 @@ def _probe_ollama(timeout: float = 0.5) -> str | None:
 def agent_model(profile=None) -> str:
     """The model name for the Previously Agent: PREVIOUSLY_AGENT_MODEL, else the companion's
     chat model, else the environment's."""
-    return settings.PREVIOUSLY_AGENT_MODEL or getattr(profile, "model", "") or get_provider().model
+    provider = get_provider()
+    return (settings.PREVIOUSLY_AGENT_MODEL or _state["agent_model"] or getattr(profile, "model", "")
+            or provider.model)
 
 
 class Tuned:
@@ -112,5 +201,5 @@ def offered_models() -> list[str] | None:
     base_url = getattr(provider, "base_url", "")
     if provider.offline or not base_url:
         return None
-    api_key = settings.PREVIOUSLY_LLM_API_KEY if base_url == settings.PREVIOUSLY_LLM_BASE_URL.rstrip("/") else ""
+    api_key = settings.PREVIOUSLY_LLM_API_KEY if base_url == settings.PREVIOUSLY_LLM_BASE_URL.rstrip("/") else _state["api_key"]
     return list_models(base_url, api_key)

@@ -1,14 +1,11 @@
 """The account pages (SPEC O5): one's sessions, password change and reset, deleting the account;
 for staff, people, invitations, open sign-up and one-time reset links."""
 
-from functools import wraps
-
 from django.contrib import messages as flash
 from django.contrib.auth import get_user_model, login, logout
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.tokens import default_token_generator
-from django.core.exceptions import PermissionDenied
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse, reverse_lazy
@@ -29,20 +26,8 @@ from previously.pages.accounts.forms import (
     ThrottledPasswordChangeForm,
 )
 from previously.pages.current_profile import current_profile
+from previously.pages.staff import staff_required
 from previously.push import end_sessions as close_sockets
-
-
-def staff_required(view):
-    """Staff only: others are sent to log in, or refused (403) when signed in."""
-
-    @wraps(view)
-    @login_required
-    def guarded(request, *args, **kwargs):
-        if not request.user.is_staff:
-            raise PermissionDenied
-        return view(request, *args, **kwargs)
-
-    return guarded
 
 
 class LoginView(auth_views.LoginView):

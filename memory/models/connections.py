@@ -1,0 +1,55 @@
+"""Model connections managed in the browser by staff (SPEC O4): OpenAI-compatible endpoints with
+their keys sealed at rest, and which of their models the product uses by default."""
+
+from django.db import models
+from django.utils import timezone
+from django.utils.translation import gettext_lazy as _
+
+
+class Connection(models.Model):
+    """One OpenAI-compatible endpoint. The key is stored sealed (`memory.sealed`) and never shown."""
+
+    name = models.CharField(max_length=80, blank=True, verbose_name=_("name"))
+    base_url = models.URLField(max_length=500, verbose_name=_("base URL"))
+    sealed_key = models.TextField(blank=True, verbose_name=_("API key (sealed)"))
+    created_at = models.DateTimeField(default=timezone.now, verbose_name=_("created at"))
+
+    class Meta:
+        verbose_name = _("model connection")
+        verbose_name_plural = _("model connections")
+        ordering = ["name", "pk"]
+
+    def __str__(self) -> str:
+        return self.name or self.base_url
+
+
+class ModelChoice(models.Model):
+    """The one row of defaults chosen in the browser; `version` grows with every change of a
+    connection or a choice, so every server process notices and picks the provider again."""
+
+    chat_connection = models.ForeignKey(Connection, null=True, blank=True, on_delete=models.SET_NULL,
+                                        related_name="+", verbose_name=_("chat connection"))
+    chat_model = models.CharField(max_length=200, blank=True, verbose_name=_("chat model"))
+    agent_model = models.CharField(max_length=200, blank=True, verbose_name=_("agent model"))
+    version = models.PositiveBigIntegerField(default=0, verbose_name=_("version"))
+
+    class Meta:
+        verbose_name = _("model choice")
+        verbose_name_plural = _("model choices")
+
+    def __str__(self) -> str:
+        return f"{self.chat_connection or '-'}: {self.chat_model or '-'} / {self.agent_model or '-'}"
+
+    @classmethod
+    def current(cls) -> "ModelChoice":
+        return cls.objects.select_related("chat_connection").get_or_create(pk=1)[0]
+
+    @classmethod
+    def bump(cls) -> None:
+        """A connection or a choice changed: every process chooses its provider again."""
+        cls.objects.get_or_create(pk=1)
+        cls.objects.filter(pk=1).update(version=models.F("version") + 1)
+
+    @classmethod
+    def current_version(cls) -> int:
+        return cls.objects.filter(pk=1).values_list("version", flat=True).first() or 0
