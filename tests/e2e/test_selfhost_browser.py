@@ -1,0 +1,129 @@
+"""Issue 28 in a real browser (SPEC O4, O5): staff connect a model from the connections page
+(the local scripted model server) and the chat answers through it without a restart; staff
+invite a second person, who signs up with the link and changes their password. Screenshots of
+every new page at 1280 and 390 px, English and Chinese, light and dark, in var/test-artifacts/."""
+
+from pathlib import Path
+
+import pytest
+from channels.testing import ChannelsLiveServerTestCase
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.contrib.auth.hashers import PBKDF2PasswordHasher
+from django.db import connections
+
+from memory.models import Profile
+from previously.llm import reset_provider
+from tests.e2e.conftest import CHROMIUM_ARGS, chromium_path
+from tests.e2e.live import LiveChatServer, log_in
+from tests.llm_server import FakeLLMServer, Turn
+
+ARTIFACTS = Path(settings.BASE_DIR) / "var" / "test-artifacts"
+LANGS = (("en", "en-GB"), ("zh", "zh-CN"))
+
+
+@pytest.mark.browser
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+class SelfHostingInTheBrowser(ChannelsLiveServerTestCase):
+    """No provider is installed: the server starts offline and takes the connection staff choose."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.llm = FakeLLMServer(default=Turn(chunks=["Connected ", "and listening 👂"])).start()
+        reset_provider(None)
+        cls._settings = (settings.PREVIOUSLY_LLM_BASE_URL, settings.PREVIOUSLY_CONNECTION_CHECK_SECONDS)
+        settings.PREVIOUSLY_LLM_BASE_URL = ""
+        settings.PREVIOUSLY_CONNECTION_CHECK_SECONDS = 0
+        test = settings.DATABASES["default"].setdefault("TEST", {})
+        cls._test_name = test.get("NAME")
+        test["NAME"] = connections["default"].settings_dict["NAME"]
+        super().setUpClass()
+
+    @classmethod
+    def tearDownClass(cls):
+        super().tearDownClass()
+        settings.DATABASES["default"]["TEST"]["NAME"] = cls._test_name
+        settings.PREVIOUSLY_LLM_BASE_URL, settings.PREVIOUSLY_CONNECTION_CHECK_SECONDS = cls._settings
+        reset_provider(None)
+        cls.llm.stop()
+
+    def test_connect_a_model_invite_someone_and_change_a_password(self):
+        from playwright.sync_api import expect, sync_playwright
+
+        root = LiveChatServer.make_user("root", "pw-root-12345")
+        get_user_model().objects.filter(pk=root.pk).update(is_staff=True)
+        Profile.objects.create(user=root, key="owner", name="Sea", language="en")
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        url = self.live_server_url
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
+            staff = browser.new_context(viewport={"width": 1280, "height": 900}, locale="en-GB")
+            page = staff.new_page()
+            log_in(page, url, "root", "pw-root-12345", submit="main button[type=submit]")
+            expect(page.locator("#offline-banner")).to_contain_text("Connect a model")
+
+            # Connect: a bad address first (refused by the form), then the local model server.
+            page.goto(f"{url}/connections/")
+            page.fill("#id_base_url", "ftp://127.0.0.1/v1")
+            page.get_by_role("button", name="Add", exact=True).click()
+            expect(page.locator(".errorlist")).to_contain_text("http:// or https://")
+            page.fill("#id_name", "本地 llama.cpp")
+            page.fill("#id_base_url", self.llm.base_url)
+            page.fill("#id_api_key", "sk-never-shown-9d2e")
+            page.get_by_role("button", name="Save", exact=True).click()
+            expect(page.locator(".connection")).to_contain_text("key stored")
+            expect(page.locator(".connection .models")).to_contain_text("fake-model")
+            page.get_by_role("button", name="Test", exact=True).click()
+            expect(page.locator(".notice.ok")).to_contain_text("answered in")
+            assert "sk-never-shown-9d2e" not in page.content()
+            page.select_option("#id_chat_connection", label="本地 llama.cpp")
+            page.fill("#id_chat_model", "fake-model")
+            page.get_by_role("button", name="Save the defaults").click()
+            expect(page.locator(".flash")).to_contain_text("Defaults saved")
+
+            # The chat answers through it, with no restart.
+            page.goto(f"{url}/")
+            expect(page.locator("#offline-banner")).to_have_count(0)
+            page.fill("#composer-text", "Are you there? 你在吗")
+            page.keyboard.press("Enter")
+            expect(page.locator("#messages")).to_contain_text("Connected and listening", timeout=20_000)
+
+            # Invite a second person.
+            page.goto(f"{url}/people/")
+            page.fill("#id_note", "for Lin 林")
+            page.get_by_role("button", name="Make an invitation link").click()
+            link = page.locator("code.link-once").inner_text()
+            guest = browser.new_context(viewport={"width": 390, "height": 860}, locale="zh-CN").new_page()
+            guest.goto(link)
+            guest.fill("#id_username", "lin")
+            guest.fill("#id_password1", "a-long-pw-9931")
+            guest.fill("#id_password2", "a-long-pw-9931")
+            guest.locator("main button[type=submit]").click()
+            guest.wait_for_selector("#composer-text")
+
+            # Lin changes the password.
+            guest.goto(f"{url}/account/password/")
+            guest.fill("#id_old_password", "a-long-pw-9931")
+            guest.fill("#id_new_password1", "b-longer-pw-4420")
+            guest.fill("#id_new_password2", "b-longer-pw-4420")
+            guest.locator("main button[type=submit]").click()
+            expect(guest.locator("h1")).to_contain_text("账户")
+
+            cookies = staff.cookies()
+            for theme in ("light", "dark"):
+                for lang, locale in LANGS:
+                    for width in (1280, 390):
+                        ctx = browser.new_context(viewport={"width": width, "height": 900}, locale=locale,
+                                                  color_scheme=theme)
+                        ctx.add_cookies(cookies)
+                        tab = ctx.new_page()
+                        for name, path in (("connections", "/connections/"), ("people", "/people/"),
+                                           ("account", "/account/"), ("password", "/account/password/"),
+                                           ("delete-account", "/account/delete/"), ("about", "/about/")):
+                            tab.goto(url + path)
+                            tab.screenshot(path=str(ARTIFACTS / f"selfhost-{name}-{width}-{lang}-{theme}.png"),
+                                           full_page=True)
+                        ctx.close()
+            browser.close()
+        # The server process hashes with Django's default PBKDF2 (the suite's MD5 came later).
+        assert PBKDF2PasswordHasher().verify("b-longer-pw-4420", get_user_model().objects.get(username="lin").password)
