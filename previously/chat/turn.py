@@ -36,8 +36,9 @@ from previously.agent.lifecycle import after_reply, archive_line
 from previously.chat import guard, markers, prompt
 from previously.chat.db import db_call
 from previously.i18n import for_profile
-from previously.llm import ProviderError, get_provider
-from previously.llm.select import provider_for
+from previously.llm import ProviderError, gate, get_provider
+from previously.llm.openai_compat import TOO_LONG
+from previously.llm.select import context_tokens, output_cap, provider_for
 from previously.push import apush
 
 log = logging.getLogger(__name__)
@@ -440,8 +441,21 @@ async def _stream(provider, messages: list[dict], cleaner: markers.StreamCleaner
                   stop: asyncio.Event) -> bool:
     """Stream the model's reply into the page until it ends or `stop` is set (U2). A stop
     cancels the pending read at once (the HTTP stream to the model is closed), so the model call
-    ends within the time of one loop turn, not at the next chunk. True when stopped."""
-    stream = provider.astream(messages)
+    ends within the time of one loop turn, not at the next chunk. True when stopped. Background
+    model calls of this process wait or give way meanwhile (previously.llm.gate)."""
+    with gate.turn():
+        return await _stream_reply(provider, messages, cleaner, send, umid, stop)
+
+
+async def _stream_reply(provider, messages: list[dict], cleaner: markers.StreamCleaner, send: Send, umid: str,
+                        stop: asyncio.Event) -> bool:
+    window = await asyncio.to_thread(context_tokens)
+    if window:
+        size = sum(approx_tokens(m["content"] if isinstance(m["content"], str) else str(m["content"])) for m in messages)
+        if size + output_cap("reply") > window:
+            raise ProviderError(f"the prompt ({size} tokens) and the reply's cap do not fit the model's window of "
+                                f"{window} tokens (PREVIOUSLY_MODEL_CONTEXT_TOKENS)", notice=TOO_LONG)
+    stream = provider.astream(messages, max_tokens=output_cap("reply"))
     stopping = asyncio.ensure_future(stop.wait())
     try:
         while True:
@@ -603,7 +617,8 @@ async def reply_to(
         try:
             stopped = await _stream(provider, prepared.messages, cleaner, send, umid, stop or asyncio.Event())
         except ProviderError as exc:
-            error = str(exc)
+            error = exc.notice  # in the person's language; the detail goes to the log
+            log.warning("reply to %s failed: %s", umid, exc)
         except Exception as exc:  # anything else from the model path is a model failure too
             log.exception("model failure replying to %s", umid)
             error = f"the model failed: {exc.__class__.__name__}"
@@ -639,8 +654,6 @@ async def reply_to(
             content=content, status=status, message_type=kind, created_at=timezone.now(), tz=user_message.tz,
         )
         note = "unsaved"
-    if error:
-        log.warning("reply to %s failed: %s", umid, error)
     if reply.pk:
         await db_call(mark_alternatives)([reply])
     await guard.reply_archived()  # S3: the profile may start its next turn now

@@ -10,7 +10,7 @@ from django.conf import settings
 
 from previously.llm.base import Provider
 from previously.llm.offline import Offline
-from previously.llm.openai_compat import OpenAICompatible, Timeouts, list_models
+from previously.llm.openai_compat import OpenAICompatible, Timeouts, context_window, list_models
 
 log = logging.getLogger(__name__)
 OLLAMA_URL = "http://127.0.0.1:11434/v1"
@@ -29,6 +29,7 @@ def reset_provider(provider: Provider | None = None) -> None:
     """Forget the choice (settings changed), or install one (tests)."""
     global _provider
     _provider = provider
+    _window.clear()
 
 
 def _choose() -> Provider:
@@ -56,6 +57,40 @@ def timeouts() -> Timeouts:
         stream=settings.PREVIOUSLY_LLM_STREAM_SECONDS,
         agent_call=settings.PREVIOUSLY_AGENT_CALL_SECONDS,
     )
+
+
+# Every model call caps its output (issue 26 point 1): a small local model otherwise writes
+# until its context is full. One setting per use.
+OUTPUT_CAPS = {
+    "reply": "PREVIOUSLY_REPLY_MAX_TOKENS",
+    "agent": "PREVIOUSLY_AGENT_STEP_MAX_TOKENS",
+    "analyzer": "PREVIOUSLY_ANALYZER_MAX_TOKENS",
+    "proactive": "PREVIOUSLY_PROACTIVE_MAX_TOKENS",
+}
+
+
+def output_cap(use: str) -> int:
+    """The `max_tokens` of one model call for `use` (a key of OUTPUT_CAPS)."""
+    return getattr(settings, OUTPUT_CAPS[use])
+
+
+_window: dict[str, int | None] = {}
+
+
+def context_tokens() -> int | None:
+    """The model's context window in tokens: PREVIOUSLY_MODEL_CONTEXT_TOKENS when set, else
+    what the configured server reports (asked once per process), else None (unknown)."""
+    if settings.PREVIOUSLY_MODEL_CONTEXT_TOKENS:
+        return settings.PREVIOUSLY_MODEL_CONTEXT_TOKENS
+    provider = get_provider()
+    base_url = getattr(provider, "base_url", "")
+    if provider.offline or not base_url:
+        return None
+    if base_url not in _window:
+        api_key = settings.PREVIOUSLY_LLM_API_KEY if base_url == settings.PREVIOUSLY_LLM_BASE_URL.rstrip("/") else ""
+        _window[base_url] = context_window(base_url, api_key)
+        log.info("model context window at %s: %s tokens", base_url, _window[base_url])
+    return _window[base_url]
 
 
 def _probe_ollama(timeout: float = 0.5) -> str | None:
@@ -88,11 +123,18 @@ class Tuned:
     def __getattr__(self, name):
         return getattr(self.base, name)
 
-    def astream(self, messages: list[dict], *, timeout: float | None = None, **_ignored):
-        return self.base.astream(messages, timeout=timeout, model=self.model, temperature=self.temperature)
+    def astream(self, messages: list[dict], *, timeout: float | None = None, max_tokens: int | None = None, **_ignored):
+        return self.base.astream(
+            messages, timeout=timeout, model=self.model, temperature=self.temperature, max_tokens=max_tokens
+        )
 
-    def complete(self, messages: list[dict], *, tools: list[dict] | None = None, model: str | None = None, **_ignored):
-        return self.base.complete(messages, tools=tools, model=model or self.model, temperature=self.temperature)
+    def complete(
+        self, messages: list[dict], *, tools: list[dict] | None = None, model: str | None = None,
+        max_tokens: int | None = None, **_ignored,
+    ):
+        return self.base.complete(
+            messages, tools=tools, model=model or self.model, temperature=self.temperature, max_tokens=max_tokens
+        )
 
 
 def provider_for(profile) -> Provider:
