@@ -44,6 +44,7 @@ class Completion:
     content: str
     tool_calls: list[ToolCall] = field(default_factory=list)
     finish_reason: str = "stop"
+    prompt_tokens: int | None = None  # as the server counted the request, when it says
 
 
 class Provider(Protocol):

@@ -175,7 +175,11 @@ class OpenAICompatible:
             for c in (choice.message.tool_calls or [])
             if getattr(c, "function", None) is not None
         ]
-        return Completion(content=choice.message.content or "", tool_calls=calls, finish_reason=choice.finish_reason or "stop")
+        usage = getattr(response, "usage", None)
+        return Completion(
+            content=choice.message.content or "", tool_calls=calls, finish_reason=choice.finish_reason or "stop",
+            prompt_tokens=getattr(usage, "prompt_tokens", None),
+        )
 
 
 def list_models(base_url: str, api_key: str = "", timeout: float = 3.0) -> list[str] | None:
