@@ -136,6 +136,7 @@ def real_provider(llama_server, settings):
     from previously.llm import reset_provider
     from previously.llm.openai_compat import OpenAICompatible, Timeouts
 
+    settings.PREVIOUSLY_TURN_ANALYZER_MODEL = False  # no model call after each reply (tested on its own)
     settings.PREVIOUSLY_LLM_BASE_URL = llama_server.base_url
     settings.PREVIOUSLY_LLM_MODEL = MODEL
     provider = OpenAICompatible(
