@@ -336,6 +336,8 @@ def _loop(
                 f"over its time budget of {settings.PREVIOUSLY_AGENT_RUN_SECONDS} s after {step - 1} model calls"
                 " (PREVIOUSLY_AGENT_RUN_SECONDS)"
             )
+        if step > 1 and _shorten_history(messages, offered, window=context_tokens()):
+            _log_fit(run, ["older tool results"])
         completion = provider.complete(messages, tools=offered, model=model, max_tokens=output_cap("agent"))
         if not completion.tool_calls:
             if nudged:
@@ -443,6 +445,25 @@ def fit_request(
     if not fits():
         left_out.append(f"still over the window of {window} tokens: the server may refuse the request")
     return request(), offered, left_out
+
+
+SHORTENED = "[left out to fit the model's window]"
+
+
+def _shorten_history(messages: list[dict], offered: list[dict], *, window: int | None) -> bool:
+    """Later steps: the oldest tool results give way (oldest first) when the conversation
+    outgrows the window; True when something was left out."""
+    if not window:
+        return False
+    budget = window - output_cap("agent")
+    shortened = False
+    for message in messages:
+        if request_tokens(messages, offered) <= budget:
+            break
+        if message["role"] == "tool" and message["content"] != SHORTENED and len(message["content"]) > len(SHORTENED):
+            message["content"] = SHORTENED
+            shortened = True
+    return shortened
 
 
 def _log_fit(run: EvolutionRun, left_out: list[str]) -> None:

@@ -135,3 +135,19 @@ def test_the_run_log_says_what_was_left_out(profile, llm_server, llm_provider, s
     assert fitted and "window of 3000 tokens" in fitted[0]["note"] and "transcript" in fitted[0]["note"]
     first = llm_server.requests[0]
     assert len(json.dumps(first["messages"])) + len(json.dumps(first["tools"])) < 3000 * 4
+
+
+def test_later_steps_shorten_the_oldest_tool_results_to_stay_in_the_window(profile, llm_server, llm_provider, settings):
+    settings.PREVIOUSLY_MODEL_CONTEXT_TOKENS = 3000
+    settings.PREVIOUSLY_AGENT_STEP_MAX_TOKENS = 200
+    other = make_slice(profile, key="2026-08-10-0900", lines=[("user", "Long ago " + "we talked about tulips " * 12)] * 20)
+    run = _run(profile)
+    llm_server.script(
+        Turn(tool_calls=[("read_slice", {"ref": other.ref})]),
+        Turn(tool_calls=[("read_slice", {"ref": other.ref})]),
+        Turn(tool_calls=[("finish", {"summary": "ok"})]),
+    )
+    run = execute_run(run.pk)
+    last = llm_server.requests[-1]["messages"]
+    assert any(m["role"] == "tool" and m["content"] == "[left out to fit the model's window]" for m in last)
+    assert any(s["event"] == "fitted" and "older tool results" in s["note"] for s in run.steps)
