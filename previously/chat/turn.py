@@ -438,23 +438,22 @@ async def handle_retry(profile: Profile, data: dict, send: Send, *, stop: asynci
 
 
 async def _stream(provider, messages: list[dict], cleaner: markers.StreamCleaner, send: Send, umid: str,
-                  stop: asyncio.Event) -> bool:
+                  stop: asyncio.Event, prompt_tokens: int = 0) -> bool:
     """Stream the model's reply into the page until it ends or `stop` is set (U2). A stop
     cancels the pending read at once (the HTTP stream to the model is closed), so the model call
     ends within the time of one loop turn, not at the next chunk. True when stopped. Background
     model calls of this process wait or give way meanwhile (previously.llm.gate)."""
     with gate.turn():
-        return await _stream_reply(provider, messages, cleaner, send, umid, stop)
+        return await _stream_reply(provider, messages, cleaner, send, umid, stop, prompt_tokens)
 
 
 async def _stream_reply(provider, messages: list[dict], cleaner: markers.StreamCleaner, send: Send, umid: str,
-                        stop: asyncio.Event) -> bool:
+                        stop: asyncio.Event, prompt_tokens: int) -> bool:
+    # A prompt (U4's count) that cannot fit the model's known window is told, not sent (issue 26).
     window = await asyncio.to_thread(context_tokens)
-    if window:
-        size = sum(approx_tokens(m["content"] if isinstance(m["content"], str) else str(m["content"])) for m in messages)
-        if size + output_cap("reply") > window:
-            raise ProviderError(f"the prompt ({size} tokens) and the reply's cap do not fit the model's window of "
-                                f"{window} tokens (PREVIOUSLY_MODEL_CONTEXT_TOKENS)", notice=TOO_LONG)
+    if window and prompt_tokens + output_cap("reply") > window:
+        raise ProviderError(f"the prompt ({prompt_tokens} tokens) and the reply's cap do not fit the model's window "
+                            f"of {window} tokens (PREVIOUSLY_MODEL_CONTEXT_TOKENS)", notice=TOO_LONG)
     stream = provider.astream(messages, max_tokens=output_cap("reply"))
     stopping = asyncio.ensure_future(stop.wait())
     try:
@@ -615,7 +614,10 @@ async def reply_to(
         await send(render("token", umid=umid, text=text))
     else:
         try:
-            stopped = await _stream(provider, prepared.messages, cleaner, send, umid, stop or asyncio.Event())
+            stopped = await _stream(
+                provider, prepared.messages, cleaner, send, umid, stop or asyncio.Event(),
+                prompt_tokens=prepared.trace["tokens"]["total"],
+            )
         except ProviderError as exc:
             error = exc.notice  # in the person's language; the detail goes to the log
             log.warning("reply to %s failed: %s", umid, exc)
