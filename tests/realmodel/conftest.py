@@ -27,20 +27,29 @@ REQUIRED = os.environ.get("PREVIOUSLY_REALMODEL_REQUIRED") == "1"
 CONTEXT = 4096  # the server's window: small, so overflowing it is cheap to show
 MODEL = "smollm2-135m-instruct"
 START_SECONDS = 120
+_NOT_RUN = pytest.StashKey[str]()
 
 
 def pytest_collection_modifyitems(config, items):
+    """Outside `make realmodel` these tests are left out, said in one line at the end."""
     if REQUIRED:
         return
+    left = [item for item in items if item.get_closest_marker("realmodel") is not None]
+    if not left:
+        return
+    items[:] = [item for item in items if item.get_closest_marker("realmodel") is None]
+    config.hook.pytest_deselected(items=left)
     reason = (
-        "realmodel: run by `make realmodel` (a real model server on loopback)"
+        "run by `make realmodel` (a real model server on loopback)"
         if importlib.util.find_spec("llama_cpp") is not None
-        else "realmodel: llama-cpp-python is not installed; `make realmodel` builds it and runs these"
+        else "llama-cpp-python is not installed; `make realmodel` builds it and runs them"
     )
-    marker = pytest.mark.skip(reason=reason)
-    for item in items:
-        if "realmodel" in item.keywords:
-            item.add_marker(marker)
+    config.stash[_NOT_RUN] = f"realmodel: {len(left)} tests not run: {reason}"
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    if _NOT_RUN in config.stash:
+        terminalreporter.write_line(config.stash[_NOT_RUN])
 
 
 def _unavailable(why: str):
