@@ -133,6 +133,10 @@ TUNABLES: dict[str, Tunable] = {
     # The model's context window in tokens; 0 = ask the server (llama.cpp's n_ctx), else
     # unknown. The agent fits its request into it; a chat prompt over it gets a notice.
     "PREVIOUSLY_MODEL_CONTEXT_TOKENS": Tunable(0, minimum=0),
+    # Background model calls (agent steps, analyzer, proactive) wait for, or give way to, a
+    # person's turn in flight in this process (previously/llm/gate.py): for servers that answer
+    # one request at a time (llama.cpp, Ollama on a CPU). 0 for a hosted or batching server.
+    "PREVIOUSLY_LLM_TURNS_FIRST": Tunable(True),
     "PREVIOUSLY_IDLE_CHECK_SECONDS": Tunable(60, minimum=0),
     # Archived lines given their sentence vector per housekeeping pass (R8; 0: only by
     # `manage.py embed_backfill`). 2,000 lines took 3.1-3.8 s with the local model in a 100k-line

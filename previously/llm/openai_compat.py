@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import httpx2
 import openai
+from django.conf import settings
 from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy
 
@@ -129,6 +130,8 @@ class OpenAICompatible:
             kwargs["max_tokens"] = max_tokens
         if tools:
             kwargs["tools"] = tools
+        if not settings.PREVIOUSLY_LLM_TURNS_FIRST:  # a server that serves many requests at once
+            return self._complete(kwargs)
         for attempt in range(PREEMPT_RETRIES + 1):
             gate.wait_idle(self.timeouts.agent_call)
             try:

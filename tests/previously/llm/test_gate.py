@@ -51,3 +51,11 @@ def test_a_tool_calling_step_is_not_streamed_but_waits(llm_server, llm_provider)
     completion = llm_provider.complete([{"role": "user", "content": "go"}], tools=tools, max_tokens=99)
     assert completion.tool_calls[0].name == "finish"
     assert llm_server.requests[-1].get("stream") in (None, False) and llm_server.requests[-1]["max_tokens"] == 99
+
+
+def test_with_turns_first_off_a_background_call_goes_ahead(llm_server, llm_provider, settings):
+    settings.PREVIOUSLY_LLM_TURNS_FIRST = False
+    llm_server.script(Turn(content="now"))
+    with gate.turn():
+        assert llm_provider.complete([{"role": "user", "content": "x"}]).content == "now"
+    assert llm_server.requests[-1].get("stream") in (None, False)
