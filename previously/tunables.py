@@ -123,6 +123,20 @@ TUNABLES: dict[str, Tunable] = {
     "PREVIOUSLY_AGENT_CALL_SECONDS": Tunable(600, minimum=1),
     "PREVIOUSLY_AGENT_RUN_SECONDS": Tunable(3600, minimum=1),
     "PREVIOUSLY_TURN_ANALYZER_MODEL": Tunable(True),
+    # Output caps per model call, in tokens (issue 26, L4): a chat reply, one agent step (its
+    # tool calls and arguments), the turn analyzer's JSON verdict, a proactive or welcome-back
+    # message. Without a cap a small local model writes until its context is full.
+    "PREVIOUSLY_REPLY_MAX_TOKENS": Tunable(1024, minimum=16),
+    "PREVIOUSLY_AGENT_STEP_MAX_TOKENS": Tunable(1024, minimum=16),
+    "PREVIOUSLY_ANALYZER_MAX_TOKENS": Tunable(160, minimum=16),
+    "PREVIOUSLY_PROACTIVE_MAX_TOKENS": Tunable(200, minimum=16),
+    # The model's context window in tokens; 0 = ask the server (llama.cpp's n_ctx), else
+    # unknown. The agent fits its request into it; a chat prompt over it gets a notice.
+    "PREVIOUSLY_MODEL_CONTEXT_TOKENS": Tunable(0, minimum=0),
+    # Background model calls (agent steps, analyzer, proactive) wait for, or give way to, a
+    # person's turn in flight in this process (previously/llm/gate.py): for servers that answer
+    # one request at a time (llama.cpp, Ollama on a CPU). 0 for a hosted or batching server.
+    "PREVIOUSLY_LLM_TURNS_FIRST": Tunable(True),
     "PREVIOUSLY_IDLE_CHECK_SECONDS": Tunable(60, minimum=0),
     # Archived lines given their sentence vector per housekeeping pass (R8; 0: only by
     # `manage.py embed_backfill`). 2,000 lines took 3.1-3.8 s with the local model in a 100k-line

@@ -5,6 +5,8 @@ in `server.requests`. Streams are Server-Sent Events like the real API.
 """
 
 import json
+import socket
+import struct
 import threading
 import time
 import uuid
@@ -26,6 +28,11 @@ class Turn:
     chunk_delay: float = 0.0  # seconds before each streamed chunk (a slow model, for stop tests)
     die_after: int | None = None
     status: int = 200
+    headers: dict[str, str] = field(default_factory=dict)  # sent with an error status (Retry-After)
+    message: str = ""  # an error status's message (default "scripted <status>")
+    no_done: bool = False  # the stream just ends: no finish_reason, no [DONE]
+    reset: bool = False  # the connection is reset before any answer
+    error_after: int | None = None  # an SSE error event (500) after that many chunks, as llama.cpp sends
 
 
 class FakeLLMServer:
@@ -85,8 +92,14 @@ class FakeLLMServer:
                 turn = server._next()
                 if turn.delay:
                     time.sleep(turn.delay)
+                if turn.reset:
+                    self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+                    self.connection.close()  # RST, as a crashed server's kernel sends
+                    self.close_connection = True
+                    return
                 if turn.status != 200:
-                    self._json(turn.status, {"error": {"message": f"scripted {turn.status}"}})
+                    self._json(turn.status, {"error": {"message": turn.message or f"scripted {turn.status}"}},
+                               headers=turn.headers)
                 elif body.get("stream"):
                     self._stream(body, turn)
                 else:
@@ -106,9 +119,11 @@ class FakeLLMServer:
                 self._json(200, {"object": "list", "data": data, "model": body.get("model", ""),
                                  "usage": {"prompt_tokens": 0, "total_tokens": 0}})
 
-            def _json(self, status, payload):
+            def _json(self, status, payload, headers=None):
                 data = json.dumps(payload).encode()
                 self.send_response(status)
+                for name, value in (headers or {}).items():
+                    self.send_header(name, value)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
@@ -142,7 +157,14 @@ class FakeLLMServer:
                 self.end_headers()
                 base = {"id": "chunk-fake", "object": "chat.completion.chunk", "created": int(time.time()),
                         "model": body.get("model", "fake-model")}
-                for i, text in enumerate(turn.chunks):
+                chunks = turn.chunks or ([turn.content] if turn.content else [])
+                for i, text in enumerate(chunks):
+                    if turn.error_after is not None and i >= turn.error_after:
+                        error = {"error": {"message": "scripted failure mid-stream", "type": "server_error", "code": 500}}
+                        self.wfile.write(f"data: {json.dumps(error)}\n\n".encode())
+                        self.wfile.flush()
+                        self.close_connection = True
+                        return
                     if turn.die_after is not None and i >= turn.die_after:
                         self.wfile.flush()
                         self.connection.shutdown(2)  # the model server dies mid-stream
@@ -157,6 +179,9 @@ class FakeLLMServer:
                     except OSError:  # the client closed the stream (a stopped reply)
                         server.closed_streams += 1
                         return
+                if turn.no_done:
+                    self.close_connection = True
+                    return
                 end = dict(base, choices=[{"index": 0, "delta": {}, "finish_reason": "stop"}])
                 self.wfile.write(f"data: {json.dumps(end)}\n\ndata: [DONE]\n\n".encode())
                 self.wfile.flush()

@@ -20,6 +20,7 @@ from memory.models import EvolutionRun, Message, Profile, Slice, SliceLogEntry
 from memory.slices import log as slice_log
 from previously.agent.tools import transcript
 from previously.llm import Provider, ProviderError, get_provider
+from previously.llm.select import output_cap
 
 log = logging.getLogger(__name__)
 
@@ -197,7 +198,8 @@ _JSON_RE = re.compile(r"\{.*\}", re.DOTALL)
 
 def _ask_json(provider: Provider, system: str, user: str) -> dict:
     completion = provider.complete(
-        [{"role": "system", "content": system}, {"role": "user", "content": user}]
+        [{"role": "system", "content": system}, {"role": "user", "content": user}],
+        max_tokens=output_cap("analyzer"),
     )
     match = _JSON_RE.search(completion.content or "")
     if not match:

@@ -10,6 +10,7 @@ Nothing touches the live card before that commit, so a run that dies mid-way lea
 card as it was and is marked failed.
 """
 
+import json
 import logging
 import time
 
@@ -30,15 +31,25 @@ from memory.clock import local_clock
 from memory.models import EvolutionRun, Profile, Slice
 from memory.person_edits import person_changes
 from memory.recall import experiences_for_review
+from memory.recall.budget import approx_tokens
 from previously.agent import tools
 from previously.agent.analyzer import worth_evolving
 from previously.agent.events import emit
 from previously.llm import Provider, ProviderError
-from previously.llm.select import agent_model, provider_for
+from previously.llm.select import agent_model, context_tokens, output_cap, provider_for
 
 log = logging.getLogger(__name__)
 
 NO_MODEL = "no model configured"
+# Issue 26 point 3: a model that answers with text instead of tool calls is nudged once.
+NUDGE = (
+    "You answered with text, but this run only acts through tool calls. Call the tools now; "
+    "when nothing needs to change, call finish with a one-sentence summary."
+)
+NO_TOOLS = (
+    "this model does not use tools: it answered twice with plain text instead of tool calls. "
+    "Choose another model for the agent (PREVIOUSLY_AGENT_MODEL, or the companion's settings)."
+)
 NOTHING_WORTH_KEEPING = "nothing worth keeping"
 ANALYZER_FAILED = "analyzer failed — ran anyway"
 RECENT_SLICES = 12
@@ -87,6 +98,10 @@ def max_steps() -> int:
 
 class OverBudget(Exception):
     """The run outlived PREVIOUSLY_AGENT_RUN_SECONDS."""
+
+
+class NoTools(ProviderError):
+    """The model answered with plain text again after the nudge: it does not use tools."""
 
 
 # --- recording a run (lifecycle starts them) ----------------------------------------------
@@ -179,9 +194,13 @@ def execute_run(run_id: int, *, provider: Provider | None = None) -> EvolutionRu
         )
     except OverBudget as exc:
         return _fail(run, str(exc), retry=True, changes=changes)
+    except NoTools as exc:
+        log.info("evolution run %s: %s", run.pk, exc)
+        return _fail(run, str(exc), changes=changes)
     except Exception as exc:  # noqa: BLE001 - any failure leaves the card as it was
         log.warning("evolution run %s failed: %s", run.pk, exc, exc_info=not isinstance(exc, ProviderError))
         return _fail(run, str(exc) or type(exc).__name__, changes=changes)
+    # The summary is the model's `finish` call's only; its free text never is (issue 26).
     card_summary = ctx.summary or (
         f"stopped after {steps_used} model calls without finishing"
         if steps_used >= max_steps()
@@ -303,24 +322,32 @@ def _loop(
     run: EvolutionRun, ctx: tools.Context, provider: Provider, *, deadline: float, messages: list[dict] | None = None
 ) -> int:
     """Model calls until `finish`, a reply without tool calls, the step limit or the time budget."""
-    messages = messages or [
-        {"role": "system", "content": SYSTEM_PROMPT},
-        {"role": "user", "content": briefing(run, ctx.card)},
-    ]
     offered = tools.schemas(ctx.offered)
+    if messages is None:
+        messages, offered, left_out = fit_request(briefing_parts(run, ctx.card), offered, window=context_tokens())
+        if left_out:
+            _log_fit(run, left_out)
     model = agent_model(run.profile)
     limit = max_steps()
+    nudged = False
     for step in range(1, limit + 1):
         if time.monotonic() > deadline:
             raise OverBudget(
                 f"over its time budget of {settings.PREVIOUSLY_AGENT_RUN_SECONDS} s after {step - 1} model calls"
                 " (PREVIOUSLY_AGENT_RUN_SECONDS)"
             )
-        completion = provider.complete(messages, tools=offered, model=model)
+        if step > 1 and _shorten_history(messages, offered, window=context_tokens()):
+            _log_fit(run, ["older tool results"])
+        completion = provider.complete(messages, tools=offered, model=model, max_tokens=output_cap("agent"))
         if not completion.tool_calls:
-            if completion.content.strip() and ctx.summary is None:
-                ctx.summary = " ".join(completion.content.split())[:300]
-            return step
+            if nudged:
+                raise NoTools(NO_TOOLS)
+            nudged = True
+            emit(run, "tool", tool="(text)", arguments="", accepted=False,
+                 result=f"refused: no tool call — {NUDGE}", step=step)
+            messages.append({"role": "assistant", "content": completion.content or ""})
+            messages.append({"role": "user", "content": NUDGE})
+            continue
         messages.append(
             {
                 "role": "assistant",
@@ -353,50 +380,149 @@ def _loop(
     return limit
 
 
+# --- fitting the request into the model's window (issue 26 point 4) -------------------------
+
+# What may be left out of the first request, in order: recall-like context first (the other
+# slices to cite, the older part of the transcript, the person's edit history), then the tool
+# schemas' descriptions, last whole tools (finish and the card mutations stay). The card, its
+# usage and flags, the trigger and the instructions always stay.
+TRIMMABLE = ("recent", "transcript", "changes")
+KEPT_TOOLS = ("finish",)
+FIT_MARGIN = 1.15  # approx_tokens against a real tokenizer (SmolLM2's BPE counts ~10% more)
+
+
+def request_tokens(messages: list[dict], offered: list[dict]) -> int:
+    """The request's size in approx_tokens (memory/recall/budget.py), with a margin."""
+    text = "".join(str(m.get("content") or "") for m in messages) + json.dumps(offered)
+    return int(approx_tokens(text) * FIT_MARGIN) + 8 * len(messages)
+
+
+def fit_request(
+    parts: list[tuple[str, str]], offered: list[dict], *, window: int | None
+) -> tuple[list[dict], list[dict], list[str]]:
+    """The first request (system prompt + briefing from `parts`) and the tools, trimmed to
+    `window` minus the step's output cap; with the list of what was left out."""
+    parts = list(parts)
+    left_out: list[str] = []
+
+    def request() -> list[dict]:
+        text = "\n\n".join(t for _, t in parts if t)
+        return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": text}]
+
+    if not window:
+        return request(), offered, left_out
+    budget = window - output_cap("agent")
+
+    def fits() -> bool:
+        return request_tokens(request(), offered) <= budget
+
+    for key in TRIMMABLE:
+        if fits():
+            break
+        for i, (k, text) in enumerate(parts):
+            if k != key or not text:
+                continue
+            if key == "transcript":
+                over = request_tokens(request(), offered) - budget
+                keep = max(0, len(text) - over * 4 - 200)
+                head = text.split("\n", 1)[0]
+                body = text[len(head):]
+                parts[i] = (k, head + "\n[… older lines left out to fit the model's window …]" + body[len(body) - keep:])
+                left_out.append(f"the transcript's older part ({len(body) - keep} of {len(body)} characters)")
+            else:
+                parts[i] = (k, "")
+                left_out.append({"recent": "the list of other slices", "changes": "the person's card edits"}[key])
+    if not fits():
+        offered = [{"type": "function", "function": {k: v for k, v in t["function"].items() if k != "description"}}
+                   for t in offered]
+        left_out.append("the tools' descriptions")
+    while not fits() and len(offered) > len(KEPT_TOOLS):
+        dropped = next((t for t in reversed(offered) if t["function"]["name"] not in KEPT_TOOLS), None)
+        if dropped is None:
+            break
+        offered = [t for t in offered if t is not dropped]
+        left_out.append(f"the tool {dropped['function']['name']}")
+    if not fits():
+        left_out.append(f"still over the window of {window} tokens: the server may refuse the request")
+    return request(), offered, left_out
+
+
+SHORTENED = "[left out to fit the model's window]"
+
+
+def _shorten_history(messages: list[dict], offered: list[dict], *, window: int | None) -> bool:
+    """Later steps: the oldest tool results give way (oldest first) when the conversation
+    outgrows the window; True when something was left out."""
+    if not window:
+        return False
+    budget = window - output_cap("agent")
+    shortened = False
+    for message in messages:
+        if request_tokens(messages, offered) <= budget:
+            break
+        if message["role"] == "tool" and message["content"] != SHORTENED and len(message["content"]) > len(SHORTENED):
+            message["content"] = SHORTENED
+            shortened = True
+    return shortened
+
+
+def _log_fit(run: EvolutionRun, left_out: list[str]) -> None:
+    """The run log says what the first request left out to fit the window."""
+    note = f"left out to fit the model's window of {context_tokens()} tokens: " + "; ".join(left_out)
+    run.steps = [*run.steps, {"at": timezone.now().isoformat(), "event": "fitted", "note": note}]
+    run.save(update_fields=["steps"])
+    log.info("evolution run %s: %s", run.pk, note)
+
+
 def briefing(run: EvolutionRun, card: Card) -> str:
     """The run's first user message: trigger, date, card with usage and flags, the slice."""
+    return "\n\n".join(text for _, text in briefing_parts(run, card) if text)
+
+
+def briefing_parts(run: EvolutionRun, card: Card) -> list[tuple[str, str]]:
+    """The briefing's parts, keyed so `fit_request` can leave some out."""
     profile = run.profile
     tz = run.slice.tz if run.slice else "UTC"
     today = local_clock(timezone.now(), tz).local.date()
     stored = live_card(profile).text
-    parts = [f"Trigger: {_trigger_line(run)}", f"Today (the person's local date): {today.isoformat()}"]
+    parts = [("trigger", f"Trigger: {_trigger_line(run)}"), ("today", f"Today (the person's local date): {today.isoformat()}")]
     note = _note(run)
     if note:
-        parts.append(f"Note: {note}")
+        parts.append(("note", f"Note: {note}"))
     changes = person_changes(profile)
     if changes:
-        parts.append(
+        parts.append(("changes",
             "The person's own changes to the card — respect them; the tools refuse to undo them "
             "without a newer conversation in refs:\n"
             + "\n".join(f"- {c.at:%Y-%m-%d} {c.kind} ({c.section}{' portrait' if c.part else ''}): {c.words}"
                         for c in changes)
-        )
-    parts.append("Card usage:\n" + usage(card))
+        ))
+    parts.append(("usage", "Card usage:\n" + usage(card)))
     found = flags(card, today=today)
-    parts.append("Flagged items:\n" + ("\n".join(f"- {f.message}" for f in found) if found else "(none)"))
+    parts.append(("flags", "Flagged items:\n" + ("\n".join(f"- {f.message}" for f in found) if found else "(none)")))
     if detect_format(stored) == "legacy":
-        parts.append(
+        parts.append(("card",
             "The stored card is in an older format and cannot be edited in place. Rebuild it in "
             "the v5 sections with the tools (you start from an empty card); keep what still "
             "matters, with refs to existing slices. The old card:\n<<<\n" + stored + "\n>>>"
-        )
+        ))
     else:
         body = render(card) if stored.strip() else "(empty card — nothing recorded yet)"
-        parts.append("Current card:\n" + body)
+        parts.append(("card", "Current card:\n" + body))
     recent = (
         profile.slices.order_by("-started_at").values_list("key", flat=True)[:RECENT_SLICES]
     )
-    parts.append(
-        "Recent slices you may cite (newest first): "
-        + (", ".join(k.replace("-", "/") for k in recent) or "(none)")
-    )
+    parts.append((
+        "recent",
+        "Recent slices you may cite (newest first): " + (", ".join(k.replace("-", "/") for k in recent) or "(none)"),
+    ))
     if run.slice is not None:
-        parts.append(
-            f"Transcript of slice {run.slice.ref} (read_slice for any other):\n"
-            + tools.transcript(run.slice)
-        )
-    parts.append("Edit the card with the tools, then call finish(summary).")
-    return "\n\n".join(parts)
+        parts.append((
+            "transcript",
+            f"Transcript of slice {run.slice.ref} (read_slice for any other):\n" + tools.transcript(run.slice),
+        ))
+    parts.append(("end", "Edit the card with the tools, then call finish(summary)."))
+    return parts
 
 
 def _trigger_line(run: EvolutionRun) -> str:

@@ -32,7 +32,7 @@ from previously.chat import markers, prompt
 from previously.chat.turn import assistant_mid
 from previously.i18n import for_profile
 from previously.llm import ProviderError, get_provider
-from previously.llm.select import provider_for
+from previously.llm.select import output_cap, provider_for
 from previously.push import push
 
 log = logging.getLogger(__name__)
@@ -196,7 +196,7 @@ def _generate(profile: Profile, instruction: str) -> str:
         "Reply with the message only.",
     ])
     try:
-        completion = provider.complete([{"role": "system", "content": system}])
+        completion = provider.complete([{"role": "system", "content": system}], max_tokens=output_cap("proactive"))
     except ProviderError as exc:
         log.warning("proactive message for %s: model failed (%s)", profile.key, exc)
         return ""

@@ -36,8 +36,9 @@ from previously.agent.lifecycle import after_reply, archive_line
 from previously.chat import guard, markers, prompt
 from previously.chat.db import db_call
 from previously.i18n import for_profile
-from previously.llm import ProviderError, get_provider
-from previously.llm.select import provider_for
+from previously.llm import ProviderError, gate, get_provider
+from previously.llm.openai_compat import TOO_LONG
+from previously.llm.select import context_tokens, output_cap, provider_for
 from previously.push import apush
 
 log = logging.getLogger(__name__)
@@ -437,11 +438,23 @@ async def handle_retry(profile: Profile, data: dict, send: Send, *, stop: asynci
 
 
 async def _stream(provider, messages: list[dict], cleaner: markers.StreamCleaner, send: Send, umid: str,
-                  stop: asyncio.Event) -> bool:
+                  stop: asyncio.Event, prompt_tokens: int = 0) -> bool:
     """Stream the model's reply into the page until it ends or `stop` is set (U2). A stop
     cancels the pending read at once (the HTTP stream to the model is closed), so the model call
-    ends within the time of one loop turn, not at the next chunk. True when stopped."""
-    stream = provider.astream(messages)
+    ends within the time of one loop turn, not at the next chunk. True when stopped. Background
+    model calls of this process wait or give way meanwhile (previously.llm.gate)."""
+    with gate.turn():
+        return await _stream_reply(provider, messages, cleaner, send, umid, stop, prompt_tokens)
+
+
+async def _stream_reply(provider, messages: list[dict], cleaner: markers.StreamCleaner, send: Send, umid: str,
+                        stop: asyncio.Event, prompt_tokens: int) -> bool:
+    # A prompt (U4's count) that cannot fit the model's known window is told, not sent (issue 26).
+    window = await asyncio.to_thread(context_tokens)
+    if window and prompt_tokens + output_cap("reply") > window:
+        raise ProviderError(f"the prompt ({prompt_tokens} tokens) and the reply's cap do not fit the model's window "
+                            f"of {window} tokens (PREVIOUSLY_MODEL_CONTEXT_TOKENS)", notice=TOO_LONG)
+    stream = provider.astream(messages, max_tokens=output_cap("reply"))
     stopping = asyncio.ensure_future(stop.wait())
     try:
         while True:
@@ -601,9 +614,13 @@ async def reply_to(
         await send(render("token", umid=umid, text=text))
     else:
         try:
-            stopped = await _stream(provider, prepared.messages, cleaner, send, umid, stop or asyncio.Event())
+            stopped = await _stream(
+                provider, prepared.messages, cleaner, send, umid, stop or asyncio.Event(),
+                prompt_tokens=prepared.trace["tokens"]["total"],
+            )
         except ProviderError as exc:
-            error = str(exc)
+            error = exc.notice  # in the person's language; the detail goes to the log
+            log.warning("reply to %s failed: %s", umid, exc)
         except Exception as exc:  # anything else from the model path is a model failure too
             log.exception("model failure replying to %s", umid)
             error = f"the model failed: {exc.__class__.__name__}"
@@ -639,8 +656,6 @@ async def reply_to(
             content=content, status=status, message_type=kind, created_at=timezone.now(), tz=user_message.tz,
         )
         note = "unsaved"
-    if error:
-        log.warning("reply to %s failed: %s", umid, error)
     if reply.pk:
         await db_call(mark_alternatives)([reply])
     await guard.reply_archived()  # S3: the profile may start its next turn now

@@ -7,7 +7,19 @@ from typing import Any, Protocol
 
 
 class ProviderError(Exception):
-    """The model failed: unreachable, refused, timed out, or died mid-stream."""
+    """The model failed: unreachable, refused, timed out, or died mid-stream.
+
+    `str(exc)` is the English detail for logs and run records; `notice` is what the person is
+    shown (a lazy translation, rendered in their language), defaulting to the detail."""
+
+    def __init__(self, message: str, *, notice=None, retry_after: float | None = None):
+        super().__init__(message)
+        self.notice = notice if notice is not None else message
+        self.retry_after = retry_after
+
+
+class Preempted(ProviderError):
+    """A background call closed in favour of a person's turn (previously.llm.gate)."""
 
 
 @dataclass(frozen=True)
@@ -32,6 +44,7 @@ class Completion:
     content: str
     tool_calls: list[ToolCall] = field(default_factory=list)
     finish_reason: str = "stop"
+    prompt_tokens: int | None = None  # as the server counted the request, when it says
 
 
 class Provider(Protocol):
@@ -42,15 +55,17 @@ class Provider(Protocol):
 
     def astream(
         self, messages: list[dict], *, timeout: float | None = None, model: str | None = None,
-        temperature: float | None = None,
+        temperature: float | None = None, max_tokens: int | None = None,
     ) -> AsyncIterator[str]:
         """Yield the reply's text as it arrives; raise ProviderError on failure. `model` and
-        `temperature` override the provider's own (a companion's settings)."""
+        `temperature` override the provider's own (a companion's settings); `max_tokens` caps
+        the reply (previously.llm.select.output_cap)."""
         ...
 
     def complete(
         self, messages: list[dict], *, tools: list[dict] | None = None, model: str | None = None,
-        temperature: float | None = None,
+        temperature: float | None = None, max_tokens: int | None = None,
     ) -> Completion:
-        """One non-streamed completion, with tool calls when `tools` are offered."""
+        """One completion, with tool calls when `tools` are offered: background work, which
+        waits for (or gives way to) a person's turn (previously.llm.gate)."""
         ...

@@ -13,13 +13,13 @@ class Offline:
 
     async def astream(
         self, messages: list[dict], *, timeout: float | None = None, model: str | None = None,
-        temperature: float | None = None,
+        temperature: float | None = None, max_tokens: int | None = None,
     ) -> AsyncIterator[str]:
         raise ProviderError("no model configured")
         yield ""  # pragma: no cover - makes this an async generator
 
     def complete(
         self, messages: list[dict], *, tools: list[dict] | None = None, model: str | None = None,
-        temperature: float | None = None,
+        temperature: float | None = None, max_tokens: int | None = None,
     ) -> Completion:
         raise ProviderError("no model configured")

@@ -1,13 +1,22 @@
 """Any OpenAI-compatible Chat Completions endpoint, through the official SDK (SPEC L1)."""
 
 import asyncio
+import json
 import time
+import urllib.request
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
+import httpx2
 import openai
+from django.conf import settings
+from django.utils.text import format_lazy
+from django.utils.translation import gettext_lazy
 
-from previously.llm.base import Completion, ProviderError, ToolCall
+from previously.llm import gate
+from previously.llm.base import Completion, Preempted, ProviderError, ToolCall
+
+PREEMPT_RETRIES = 3  # a background call set aside for a person's turn is tried again this often
 
 
 @dataclass(frozen=True)
@@ -42,13 +51,17 @@ class OpenAICompatible:
 
     async def astream(
         self, messages: list[dict], *, timeout: float | None = None, model: str | None = None,
-        temperature: float | None = None,
+        temperature: float | None = None, max_tokens: int | None = None,
     ) -> AsyncIterator[str]:
         """The reply as it arrives: the first words within `timeout` (default: the first-token
-        timeout), the whole reply within the stream timeout."""
+        timeout), the whole reply within the stream timeout, at most `max_tokens` long. A reply
+        of nothing but blank space is a failure too."""
         first_token = timeout or self.timeouts.first_token
         deadline = time.monotonic() + self.timeouts.stream
         extra = {} if temperature is None else {"temperature": temperature}
+        if max_tokens:
+            extra["max_tokens"] = max_tokens
+        said = False
         stream = None
         try:
             try:
@@ -60,7 +73,8 @@ class OpenAICompatible:
                     first = await anext(chunks, None)
             except TimeoutError:
                 raise ProviderError(
-                    f"the model sent nothing within {first_token:g} s (PREVIOUSLY_LLM_FIRST_TOKEN_SECONDS)"
+                    f"the model sent nothing within {first_token:g} s (PREVIOUSLY_LLM_FIRST_TOKEN_SECONDS)",
+                    notice=_timeout_notice(first_token, "PREVIOUSLY_LLM_FIRST_TOKEN_SECONDS"),
                 ) from None
             finished = False
             pending = [first] if first is not None else []
@@ -69,49 +83,93 @@ class OpenAICompatible:
                     chunk = pending.pop()
                 else:
                     left = deadline - time.monotonic()
+                    too_long = ProviderError(
+                        f"the reply took longer than {self.timeouts.stream:g} s (PREVIOUSLY_LLM_STREAM_SECONDS)",
+                        notice=_timeout_notice(self.timeouts.stream, "PREVIOUSLY_LLM_STREAM_SECONDS"),
+                    )
                     if left <= 0:
-                        raise ProviderError(
-                            f"the reply took longer than {self.timeouts.stream:g} s (PREVIOUSLY_LLM_STREAM_SECONDS)"
-                        )
+                        raise too_long
                     try:
                         async with asyncio.timeout(left):
                             chunk = await anext(chunks, None)
                     except TimeoutError:
-                        raise ProviderError(
-                            f"the reply took longer than {self.timeouts.stream:g} s (PREVIOUSLY_LLM_STREAM_SECONDS)"
-                        ) from None
+                        raise too_long from None
                     if chunk is None:
                         break
                 if not chunk.choices:
                     continue
                 choice = chunk.choices[0]
                 if choice.delta is not None and choice.delta.content:
+                    said = said or bool(choice.delta.content.strip())
                     yield choice.delta.content
                 finished = finished or choice.finish_reason is not None
         except openai.OpenAIError as exc:
-            raise ProviderError(_describe(exc, self.timeouts.stream, "PREVIOUSLY_LLM_STREAM_SECONDS")) from exc
-        except OSError as exc:  # the connection dropped under the SDK's reader
-            raise ProviderError(f"the model connection broke: {exc}") from exc
+            raise failure(exc, self.timeouts.stream, "PREVIOUSLY_LLM_STREAM_SECONDS", model or self.model) from exc
+        except (OSError, httpx2.HTTPError) as exc:  # the connection dropped under the SDK's reader
+            raise ProviderError(f"the model connection broke: {exc}", notice=BROKE) from exc
         finally:
             if stream is not None:
                 await stream.close()
         if not finished:
             # A server that dies mid-reply just closes the stream; the real end carries a reason.
-            raise ProviderError("the model stopped before finishing its reply")
+            raise ProviderError("the model stopped before finishing its reply", notice=UNFINISHED)
+        if not said:
+            raise ProviderError("the model's reply was empty (only blank space)", notice=BLANK)
 
     def complete(
         self, messages: list[dict], *, tools: list[dict] | None = None, model: str | None = None,
-        temperature: float | None = None,
+        temperature: float | None = None, max_tokens: int | None = None,
     ) -> Completion:
+        """Background work (agent steps, analyzer, proactive): waits while a person's turn is in
+        flight; without tools it is streamed and gives way to a turn that starts meanwhile,
+        then is tried again (previously.llm.gate)."""
         kwargs = {"model": model or self.model, "messages": messages}
         if temperature is not None:
             kwargs["temperature"] = temperature
+        if max_tokens:
+            kwargs["max_tokens"] = max_tokens
         if tools:
             kwargs["tools"] = tools
+        if not settings.PREVIOUSLY_LLM_TURNS_FIRST:  # a server that serves many requests at once
+            return self._complete(kwargs)
+        for attempt in range(PREEMPT_RETRIES + 1):
+            gate.wait_idle(self.timeouts.agent_call)
+            try:
+                return self._complete(kwargs) if tools else self._complete_streamed(kwargs)
+            except Preempted:
+                if attempt == PREEMPT_RETRIES:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _complete_streamed(self, kwargs: dict) -> Completion:
+        text: list[str] = []
+        finish = None
+        try:
+            stream = self._sync.chat.completions.create(stream=True, **kwargs)
+            with stream:
+                for chunk in stream:
+                    if gate.turn_in_flight():
+                        raise Preempted("set aside for a person's turn")
+                    if chunk.choices:
+                        choice = chunk.choices[0]
+                        if choice.delta is not None and choice.delta.content:
+                            text.append(choice.delta.content)
+                        finish = choice.finish_reason or finish
+        except openai.OpenAIError as exc:
+            raise failure(exc, self.timeouts.agent_call, "PREVIOUSLY_AGENT_CALL_SECONDS", kwargs["model"]) from exc
+        except (OSError, httpx2.HTTPError) as exc:
+            raise ProviderError(f"the model connection broke: {exc}", notice=BROKE) from exc
+        if finish is None:
+            raise ProviderError("the model stopped before finishing its reply", notice=UNFINISHED)
+        return Completion(content="".join(text), finish_reason=finish)
+
+    def _complete(self, kwargs: dict) -> Completion:
         try:
             response = self._sync.chat.completions.create(**kwargs)
         except openai.OpenAIError as exc:
-            raise ProviderError(_describe(exc, self.timeouts.agent_call, "PREVIOUSLY_AGENT_CALL_SECONDS")) from exc
+            raise failure(exc, self.timeouts.agent_call, "PREVIOUSLY_AGENT_CALL_SECONDS", kwargs["model"]) from exc
+        except (OSError, httpx2.HTTPError) as exc:
+            raise ProviderError(f"the model connection broke: {exc}", notice=BROKE) from exc
         if not response.choices:
             raise ProviderError("the model returned no choices")
         choice = response.choices[0]
@@ -120,7 +178,11 @@ class OpenAICompatible:
             for c in (choice.message.tool_calls or [])
             if getattr(c, "function", None) is not None
         ]
-        return Completion(content=choice.message.content or "", tool_calls=calls, finish_reason=choice.finish_reason or "stop")
+        usage = getattr(response, "usage", None)
+        return Completion(
+            content=choice.message.content or "", tool_calls=calls, finish_reason=choice.finish_reason or "stop",
+            prompt_tokens=getattr(usage, "prompt_tokens", None),
+        )
 
 
 def list_models(base_url: str, api_key: str = "", timeout: float = 3.0) -> list[str] | None:
@@ -135,11 +197,121 @@ def list_models(base_url: str, api_key: str = "", timeout: float = 3.0) -> list[
     return ids or None
 
 
-def _describe(exc: Exception, seconds: float = 0, setting: str = "") -> str:
+def context_window(base_url: str, api_key: str = "", timeout: float = 3.0) -> int | None:
+    """The model's context window in tokens as the server reports it, or None: llama.cpp's
+    server gives `n_ctx` in GET /props (`default_generation_settings`); llama-cpp-python's
+    and llama.cpp's GET /v1/models give it in each model's `meta` (`n_ctx`, or `n_ctx_train`
+    when the server was not told one)."""
+    root = base_url.rstrip("/")
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    for url in (f"{root.removesuffix('/v1')}/props", f"{root}/models"):
+        try:
+            with urllib.request.urlopen(urllib.request.Request(url, headers=headers), timeout=timeout) as response:
+                data = json.load(response)
+        except (OSError, ValueError):
+            continue
+        found = _n_ctx(data)
+        if found:
+            return found
+    return None
+
+
+def _n_ctx(data) -> int | None:
+    if not isinstance(data, dict):
+        return None
+    for holder in (data, data.get("default_generation_settings") or {}):
+        if isinstance(holder, dict) and isinstance(holder.get("n_ctx"), int) and holder["n_ctx"] > 0:
+            return holder["n_ctx"]
+    for model in data.get("data") or []:
+        meta = model.get("meta") if isinstance(model, dict) else None
+        if isinstance(meta, dict):
+            for key in ("n_ctx", "n_ctx_train"):
+                if isinstance(meta.get(key), int) and meta[key] > 0:
+                    return meta[key]
+    return None
+
+
+# What the person is told (issue 26 point 4): their line is kept (A3) whatever failed.
+BROKE = gettext_lazy("The connection to the model broke. Your message is saved; try again.")
+UNFINISHED = gettext_lazy("The model stopped before finishing its reply. Your message is saved; try again.")
+BLANK = gettext_lazy(
+    "The model answered with nothing but blank space. Your message is saved; try again, or choose another model."
+)
+
+TOO_LONG = gettext_lazy(
+    "This conversation is longer than the model's context window, so it could not answer. Your "
+    "message is saved; send a shorter message, or use a model with a larger window "
+    "(PREVIOUSLY_MODEL_CONTEXT_TOKENS tells Previously the window)."
+)
+
+
+def _timeout_notice(seconds: float, setting: str):
+    return format_lazy(
+        gettext_lazy("The model did not answer within {seconds} s ({setting}). Your message is saved; try again."),
+        seconds=f"{seconds:g}", setting=setting,
+    )
+
+
+def _retry_after(exc: openai.APIStatusError) -> float | None:
+    value = exc.response.headers.get("retry-after") if exc.response is not None else None
+    try:
+        return max(0.0, float(value)) if value else None
+    except ValueError:
+        return None
+
+
+def _too_long(exc: openai.APIStatusError) -> bool:
+    """A refusal because the request does not fit the model's window, in the words llama.cpp,
+    llama-cpp-python and vLLM use."""
+    text = str(getattr(exc, "message", "") or exc).lower()
+    return exc.status_code in (400, 413, 500) and any(
+        word in text for word in ("context window", "context length", "n_ctx", "context size", "too long")
+    )
+
+
+def failure(exc: Exception, seconds: float = 0, setting: str = "", model: str = "") -> ProviderError:
+    """The SDK's exception as a ProviderError: an English detail for the logs, and a notice
+    for the person naming what failed and what to do."""
     if isinstance(exc, openai.APITimeoutError):
-        return f"the model timed out after {seconds:g} s ({setting})" if setting else "the model timed out"
+        detail = f"the model timed out after {seconds:g} s ({setting})" if setting else "the model timed out"
+        return ProviderError(detail, notice=_timeout_notice(seconds, setting or "PREVIOUSLY_LLM_STREAM_SECONDS"))
     if isinstance(exc, openai.APIConnectionError):
-        return "the model server could not be reached"
+        return ProviderError(
+            "the model server could not be reached",
+            notice=gettext_lazy("The model server could not be reached. Your message is saved; try again later."),
+        )
     if isinstance(exc, openai.APIStatusError):
-        return f"the model server answered {exc.status_code}"
-    return f"the model failed: {exc}"
+        status = exc.status_code
+        detail = f"the model server answered {status}"
+        if status in (401, 403):
+            notice = format_lazy(gettext_lazy(
+                "The model server refused the API key ({status}). Your message is saved; check PREVIOUSLY_LLM_API_KEY."
+            ), status=status)
+        elif status == 404:
+            notice = format_lazy(gettext_lazy(
+                "The model server does not know the model “{model}” (404). Your message is saved; choose another "
+                "model in the companion's settings or PREVIOUSLY_LLM_MODEL."
+            ), model=model)
+        elif status == 429:
+            wait = _retry_after(exc)
+            detail += f" (Retry-After: {wait:g} s)" if wait is not None else ""
+            notice = format_lazy(gettext_lazy(
+                "The model server is busy (429). Your message is saved; try again in {seconds} s."
+            ), seconds=f"{wait:g}") if wait is not None else gettext_lazy(
+                "The model server is busy (429). Your message is saved; try again in a moment."
+            )
+            return ProviderError(detail, notice=notice, retry_after=wait)
+        elif _too_long(exc):
+            detail += f": the request does not fit the model's context window ({exc.message[:200]})"
+            notice = TOO_LONG
+        else:
+            notice = format_lazy(gettext_lazy(
+                "The model server failed ({status}). Your message is saved; try again."
+            ), status=status)
+        return ProviderError(detail, notice=notice)
+    if isinstance(exc, openai.APIError):  # an error event inside the stream (llama.cpp, vLLM)
+        code = getattr(exc, "code", None) or "stream"
+        return ProviderError(f"the model server failed mid-reply ({code}): {exc.message[:200]}", notice=format_lazy(
+            gettext_lazy("The model server failed ({status}). Your message is saved; try again."), status=code,
+        ))
+    return ProviderError(f"the model failed: {exc}")

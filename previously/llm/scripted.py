@@ -21,10 +21,10 @@ class Scripted:
 
     async def astream(
         self, messages: list[dict], *, timeout: float | None = None, model: str | None = None,
-        temperature: float | None = None,
+        temperature: float | None = None, max_tokens: int | None = None,
     ) -> AsyncIterator[str]:
         self.requests.append(messages)
-        self.options.append({"model": model, "temperature": temperature})
+        self.options.append({"model": model, "temperature": temperature, "max_tokens": max_tokens})
         if not self.replies:
             raise ProviderError("script exhausted")
         reply = self.replies.popleft()
@@ -36,10 +36,10 @@ class Scripted:
 
     def complete(
         self, messages: list[dict], *, tools: list[dict] | None = None, model: str | None = None,
-        temperature: float | None = None,
+        temperature: float | None = None, max_tokens: int | None = None,
     ) -> Completion:
         self.requests.append(messages)
-        self.options.append({"model": model, "temperature": temperature})
+        self.options.append({"model": model, "temperature": temperature, "max_tokens": max_tokens})
         if not self.completions:
             raise ProviderError("script exhausted")
         item = self.completions.popleft()

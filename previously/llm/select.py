@@ -22,7 +22,7 @@ from memory.models import ModelChoice
 from memory.sealed import Unreadable, unseal
 from previously.llm.base import Provider
 from previously.llm.offline import Offline
-from previously.llm.openai_compat import OpenAICompatible, Timeouts, list_models
+from previously.llm.openai_compat import OpenAICompatible, Timeouts, context_window, list_models
 
 log = logging.getLogger(__name__)
 OLLAMA_URL = "http://127.0.0.1:11434/v1"
@@ -47,6 +47,7 @@ def reset_provider(provider: Provider | None = None) -> None:
     global _provider
     _provider = provider
     _state.update(pinned=provider is not None, version=None, checked=0.0)
+    _window.clear()
 
 
 def _off_the_loop(read):
@@ -145,6 +146,40 @@ def timeouts() -> Timeouts:
     )
 
 
+# Every model call caps its output (issue 26 point 1): a small local model otherwise writes
+# until its context is full. One setting per use.
+OUTPUT_CAPS = {
+    "reply": "PREVIOUSLY_REPLY_MAX_TOKENS",
+    "agent": "PREVIOUSLY_AGENT_STEP_MAX_TOKENS",
+    "analyzer": "PREVIOUSLY_ANALYZER_MAX_TOKENS",
+    "proactive": "PREVIOUSLY_PROACTIVE_MAX_TOKENS",
+}
+
+
+def output_cap(use: str) -> int:
+    """The `max_tokens` of one model call for `use` (a key of OUTPUT_CAPS)."""
+    return getattr(settings, OUTPUT_CAPS[use])
+
+
+_window: dict[str, int | None] = {}
+
+
+def context_tokens() -> int | None:
+    """The model's context window in tokens: PREVIOUSLY_MODEL_CONTEXT_TOKENS when set, else
+    what the configured server reports (asked once per process), else None (unknown)."""
+    if settings.PREVIOUSLY_MODEL_CONTEXT_TOKENS:
+        return settings.PREVIOUSLY_MODEL_CONTEXT_TOKENS
+    provider = get_provider()
+    base_url = getattr(provider, "base_url", "")
+    if provider.offline or not base_url:
+        return None
+    if base_url not in _window:
+        api_key = settings.PREVIOUSLY_LLM_API_KEY if base_url == settings.PREVIOUSLY_LLM_BASE_URL.rstrip("/") else _state["api_key"]
+        _window[base_url] = context_window(base_url, api_key)
+        log.info("model context window at %s: %s tokens", base_url, _window[base_url])
+    return _window[base_url]
+
+
 def _probe_ollama(timeout: float = 0.5) -> str | None:
     """The first model a local Ollama lists, or None when nothing answers."""
     try:
@@ -177,11 +212,18 @@ class Tuned:
     def __getattr__(self, name):
         return getattr(self.base, name)
 
-    def astream(self, messages: list[dict], *, timeout: float | None = None, **_ignored):
-        return self.base.astream(messages, timeout=timeout, model=self.model, temperature=self.temperature)
+    def astream(self, messages: list[dict], *, timeout: float | None = None, max_tokens: int | None = None, **_ignored):
+        return self.base.astream(
+            messages, timeout=timeout, model=self.model, temperature=self.temperature, max_tokens=max_tokens
+        )
 
-    def complete(self, messages: list[dict], *, tools: list[dict] | None = None, model: str | None = None, **_ignored):
-        return self.base.complete(messages, tools=tools, model=model or self.model, temperature=self.temperature)
+    def complete(
+        self, messages: list[dict], *, tools: list[dict] | None = None, model: str | None = None,
+        max_tokens: int | None = None, **_ignored,
+    ):
+        return self.base.complete(
+            messages, tools=tools, model=model or self.model, temperature=self.temperature, max_tokens=max_tokens
+        )
 
 
 def provider_for(profile) -> Provider:

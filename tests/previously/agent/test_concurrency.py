@@ -21,7 +21,7 @@ class BarrierScripted(Scripted):
         super().__init__(completions=completions)
         self.barrier = barrier
 
-    def complete(self, messages, *, tools=None, model=None):
+    def complete(self, messages, *, tools=None, model=None, **options):
         if not self.requests:
             self.barrier.wait(timeout=10)
         return super().complete(messages, tools=tools, model=model)

@@ -117,7 +117,7 @@ async def test_model_down_keeps_the_user_message_shows_the_error_and_retry_works
     chat = await connect(user)
     frames = await chat.say("are you there?", mid=new_mid(1))
     final = frames[-1]
-    assert "reply failed" in final and "the model server answered 500" in final
+    assert "reply failed" in final and "The model server failed (500). Your message is saved; try again." in final
     assert 'name="action" value="retry"' in final and f'value="{new_mid(1)}"' in final
     stored = await rows(profile)
     assert [(r[1], r[2], r[3]) for r in stored] == [("user", "are you there?", "complete"), ("assistant", "", "failed")]
