@@ -111,7 +111,7 @@ def test_offline_the_chat_page_tells_staff_where_to_connect_and_others_who_can(s
     settings.PREVIOUSLY_LLM_BASE_URL = ""
     assert "/connections/" in client.get("/").content.decode()
     other = get_user_model().objects.create_user(username="eve", password="pw-eve-1234")
-    f.ProfileFactory(user=other, key="owner")
+    f.ProfileFactory(user=other, key="owner", language="en")
     client.force_login(other)
     page = client.get("/").content.decode()
     assert "/connections/" not in page and "can connect one" in page
