@@ -23,6 +23,7 @@ from django.utils import timezone
 from memory.card import detect_format, render
 from memory.card.lines import CardLine, card_lines, without_lines
 from memory.card.store import line_diff, parse_or_empty, refresh_injected_card
+from memory.deleted_words import Quotes
 from memory.hashing import content_hash
 from memory.images import attachment_paths
 from memory.models import (
@@ -45,7 +46,6 @@ from memory.models import (
     Tombstone,
 )
 from memory.models.deletion import tombstone_expiry
-from memory.quotes import Quotes
 from memory.recall.index import forget_profile, index_messages, remove_messages
 
 log = logging.getLogger(__name__)

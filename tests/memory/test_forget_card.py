@@ -12,10 +12,10 @@ from memory.card import parse, render
 from memory.card.format import Card as ParsedCard
 from memory.card.format import Fact
 from memory.card.lines import card_lines
+from memory.deleted_words import Quotes
 from memory.deletion import HasRefs, delete_message, delete_slice, message_refs, slice_refs
 from memory.models import Card, EvolutionRun, Message
-from memory.person_edits import person_changes, rewrite_refusal
-from memory.quotes import Quotes
+from memory.rewrite_guard import person_changes, rewrite_refusal
 from previously.agent.evolve import briefing, create_run
 from tests.previously.agent.helpers import make_slice
 

@@ -13,7 +13,7 @@ from memory.card.format import Card as ParsedCard
 from memory.card.format import Fact, IdentityLine, NowItem
 from memory.card.lines import card_lines
 from memory.card.store import refs_resolver, snapshot_slice
-from memory.hand_edits import (
+from memory.card_corrections import (
     CardMoved,
     EditRefused,
     add_line,
@@ -23,7 +23,7 @@ from memory.hand_edits import (
     set_portrait,
 )
 from memory.models import Card, EvolutionRun
-from memory.person_edits import rewrite_refusal
+from memory.rewrite_guard import rewrite_refusal
 from previously.agent.evolve import briefing, create_run
 from previously.agent.tools import Context, dispatch
 from tests.csp import assert_csp_clean

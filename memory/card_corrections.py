@@ -5,7 +5,7 @@ Every edit goes through the same validated mutations as the agent's tools (limit
 duplicates), citing the person — `[you]` — instead of a slice, and is recorded as an
 evolution run (trigger `hand_edit`) with a one-line summary and the diff, attached to the
 profile's latest slice so it shows on the timeline. The run's step lists the lines removed
-and added, which `memory.person_edits` turns into the agent's directives.
+and added, which `memory.rewrite_guard` turns into the agent's directives.
 """
 
 import re
