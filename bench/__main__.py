@@ -4,7 +4,7 @@ Writes bench/results/*.json (git-ignored), bench/results/SUMMARY.md and
 bench/results/turn_overhead.png.
 
 Usage: python -m bench [--sizes 1000,10000,100000] [--turns 150] [--rounds 3] [--skip-locomo]
-       [--skip-import] [--import-keys 120000] [--import-runs 3]
+       [--skip-import] [--import-keys 120000] [--import-runs 3] [--skip-forget] [--forget-chars N]
 """
 
 import argparse
@@ -36,6 +36,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-import", action="store_true", help="skip BENCH §3")
     parser.add_argument("--import-keys", type=int, default=120_000, help="keys in the synthetic legacy dump")
     parser.add_argument("--import-runs", type=int, default=3, help="import runs; medians are reported")
+    parser.add_argument("--skip-forget", action="store_true", help="skip deleting a 1M-character line")
+    parser.add_argument("--forget-chars", type=int, default=1_000_000, help="length of the line deleted for good")
     args = parser.parse_args(argv)
 
     scratch = Path(tempfile.mkdtemp(prefix="previously-bench-"))
@@ -48,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
-    from bench import import_throughput, locomo, turn_overhead
+    from bench import forget_long_line, import_throughput, locomo, turn_overhead
 
     RESULTS.mkdir(exist_ok=True)
     began = time.perf_counter()
@@ -75,6 +77,10 @@ def main(argv: list[str] | None = None) -> int:
     if not args.skip_import:
         results["import_throughput"] = import_throughput.run(keys=args.import_keys, runs=args.import_runs)
         sections.append(import_throughput.summary(results["import_throughput"]))
+        print(sections[-1], flush=True)
+    if not args.skip_forget:
+        results["forget_long_line"] = forget_long_line.run(chars=args.forget_chars)
+        sections.append(forget_long_line.summary(results["forget_long_line"]))
         print(sections[-1], flush=True)
     meta["load_after"] = _load()
     meta["seconds"] = round(time.perf_counter() - began, 1)

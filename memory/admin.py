@@ -3,6 +3,7 @@
 from django.contrib import admin
 from django.contrib.admin.models import DELETION, LogEntry
 from django.contrib.contenttypes.models import ContentType
+from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.translation import gettext_lazy as _
 
@@ -256,10 +257,35 @@ class TombstoneAdmin(ReadOnlyAdmin):
     search_fields = ["object_id", "content_hash", "legacy_key"]
 
 
+class CardReadOnly:
+    """K3/K16/O1: a card is changed only through the validated mutations — the agent's tools or
+    the person's hand edits on the card page (memory.card_corrections), each recorded as a run.
+    Staff see cards and snapshots here, read-only, with the way to that page."""
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_change_permission(self, request, obj=None):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # a card goes with its profile
+
+    @admin.display(description=_("where to correct it"))
+    def card_page(self, obj):
+        profile = obj.profile
+        return format_html(
+            '{} <a href="{}?profile={}">{}</a>',
+            _("Only its person corrects a card, through the validated hand edits:"),
+            reverse("card"), profile.key, _("the card page"),
+        )
+
+
 @admin.register(Card)
-class CardAdmin(admin.ModelAdmin):
+class CardAdmin(CardReadOnly, admin.ModelAdmin):
     list_display = ["profile", "format", "version", "updated_at"]
     search_fields = ["profile__key", "text"]
+    readonly_fields = ["card_page"]
 
 
 def rendered_diff(diff: str):
@@ -281,11 +307,11 @@ class DiffMedia:
 
 
 @admin.register(CardSnapshot)
-class CardSnapshotAdmin(admin.ModelAdmin):
+class CardSnapshotAdmin(CardReadOnly, admin.ModelAdmin):
     list_display = ["slice", "profile", "card_version", "created_at"]
     list_filter = [PROFILE_FILTER]
     raw_id_fields = ["slice", "run"]
-    readonly_fields = ["version_diff"]
+    readonly_fields = ["card_page", "version_diff"]
     Media = DiffMedia
 
     @admin.display(description=_("diff (the run that made this version)"))

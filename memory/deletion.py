@@ -10,6 +10,7 @@ database files are made to forget too (`reclaim_space`).
 """
 
 import logging
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -22,8 +23,10 @@ from django.utils import timezone
 
 from memory import forget_journal
 from memory.card import detect_format, render
-from memory.card.lines import CardLine, card_lines, without_lines
+from memory.card.format import PERSON_REF
+from memory.card.lines import CardLine, card_lines, citing_instead, without_lines
 from memory.card.store import line_diff, parse_or_empty, refresh_injected_card
+from memory.deleted_words import Quotes, json_strings
 from memory.hashing import content_hash
 from memory.images import attachment_paths
 from memory.models import (
@@ -46,7 +49,6 @@ from memory.models import (
     Tombstone,
 )
 from memory.models.deletion import tombstone_expiry
-from memory.quotes import Quotes
 from memory.recall.index import forget_profile, index_messages, remove_messages
 
 log = logging.getLogger(__name__)
@@ -183,31 +185,67 @@ def _cascade_plan(message: Message) -> _Plan:
     return _Plan(highlights, favourites, deleted, [e for e in experiences if e.pk in others], relations)
 
 
-def _plan(message: Message) -> _Plan:
+def _plan(message: Message, quotes: Quotes | None = None) -> _Plan:
     plan = _cascade_plan(message)
-    quotes = Quotes(_persons_words([message]), common=_said_elsewhere(message.profile_id, [message.pk]))
+    quotes = quotes if quotes is not None else _persons_quotes(message.profile_id, [message])
     plan.replies = quoting_replies(message.profile_id, quotes, exclude=[message.pk])
     plan.card_lines = citing_card_lines(message.profile_id, {message.slice.ref}, quotes)
     return plan
 
 
-def _said_elsewhere(profile_id: int, gone_ids: list[int]) -> Callable[[str], bool]:
+class _SaidElsewhere:
     """A run the person also said in a line that stays is their everyday wording, not a quote
-    of the deleted line: it is neither looked for in replies and cards nor blanked."""
-    others = Message.objects.filter(profile_id=profile_id, speaker=Message.Speaker.USER).exclude(pk__in=gone_ids)
-    return lambda run: others.filter(content__contains=run).exists()
+    of the deleted line: it is neither looked for in replies and cards nor blanked. The lines
+    sharing words with the deleted ones are found by one scan, at the first question."""
+
+    def __init__(self, profile_id: int, gone_ids: list[int], words: list[str]):
+        self.others = (Message.objects.filter(profile_id=profile_id, speaker=Message.Speaker.USER)
+                       .exclude(pk__in=gone_ids).values_list("content", flat=True))
+        self.words = words
+        self.lines: list[str] | None = None
+
+    def read(self) -> list[str]:
+        if self.lines is None:
+            probe = Quotes(self.words)
+            self.lines = [line for batch in _in_batches(self.others) for line in probe.blanked(batch)]
+        return self.lines
+
+    def __call__(self, run: str) -> bool:
+        return any(run in line for line in self.read())
 
 
 def _persons_words(messages) -> list[str]:
     return [m.content for m in messages if m.speaker == Message.Speaker.USER]
 
 
-def quoting_replies(profile_id: int, quotes: Quotes, *, exclude=()) -> list[Message]:
-    """The companion's lines that quote a deleted text verbatim (D6)."""
+def _persons_quotes(profile_id: int, messages: list[Message]) -> Quotes:
+    words = _persons_words(messages)
+    return Quotes(words, common=_SaidElsewhere(profile_id, [m.pk for m in messages], words))
+
+
+def _in_batches(rows, size: int = 500):
+    """A queryset read in batches (one pass, rows streamed), for `Quotes.spans_many`."""
+    batch = []
+    for row in rows.iterator(chunk_size=size):
+        batch.append(row)
+        if len(batch) == size:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
+
+
+def quoting_replies(profile_id: int, quotes: Quotes, *, exclude=(), after: int = 0) -> list[Message]:
+    """The companion's lines (with an id above `after`) that quote a deleted text verbatim (D6)."""
     if not quotes:
         return []
-    qs = Message.objects.filter(profile_id=profile_id, speaker=Message.Speaker.ASSISTANT).exclude(pk__in=exclude)
-    return [m for m in _candidates(qs, ["content", "raw_content"], quotes) if quotes.found(m.content) or quotes.found(m.raw_content)]
+    rows = (Message.objects.filter(profile_id=profile_id, speaker=Message.Speaker.ASSISTANT, pk__gt=after)
+            .exclude(pk__in=exclude).values_list("pk", "content", "raw_content"))
+    found: list[int] = []
+    for batch in _in_batches(rows):
+        hits = quotes.blanked(s for _, content, raw in batch for s in (content, raw) if s)
+        found += [pk for pk, content, raw in batch if content in hits or raw in hits]
+    return list(Message.objects.filter(pk__in=found).select_related("slice", "profile"))
 
 
 def citing_card_lines(profile_id: int, refs: set[str], quotes: Quotes) -> list[tuple[CardLine, bool]]:
@@ -235,20 +273,34 @@ def hard_delete_message(message: Message, *, force: bool = False, keep_replies: 
 
     The companion's replies quoting it go too, unless `keep_replies` (then the quoted words
     read "[deleted]"). Card lines quoting it always go; card lines citing its conversation go
-    when their key is in `drop_lines` (the person's choice, D7)."""
-    with transaction.atomic():
+    when their key is in `drop_lines` (the person's choice, D7). Its words are looked for
+    before the write lock is taken (`_forget_messages`)."""
+    current = Message.objects.filter(pk=message.pk).select_related("slice").first()
+    if current is None:
+        return Deletion("already_gone", message.mid)
+    marks = _Marks.take(current.profile_id)
+    quotes = _persons_quotes(current.profile_id, [current])
+    plan = _plan(current, quotes)
+    if plan.anything and not force:
+        raise HasRefs(plan.refs())
+
+    def relock() -> list[tuple[Message, _Plan]] | None:
         locked = Message.objects.select_for_update().filter(pk=message.pk).select_related("slice").first()
         if locked is None:
-            return Deletion("already_gone", message.mid)
-        plan = _plan(locked)
-        if plan.anything and not force:
-            raise HasRefs(plan.refs())
-        result = _forget_messages(
-            locked.profile_id, [(locked, plan)], replies=plan.replies, keep_replies=keep_replies,
-            drop_lines=set(drop_lines), anchor=locked.mid,
-        )
-        result.mid = locked.mid
+            return None
+        again = _cascade_plan(locked)
+        if again.anything and not force:
+            raise HasRefs(again.refs())
+        return [(locked, again)]
+
+    result = _forget_messages(
+        current.profile_id, [current], relock, replies=plan.replies, quotes=quotes, marks=marks,
+        keep_replies=keep_replies, drop_lines=set(drop_lines), anchor=current.mid, force=force,
+    )
     _reclaim_on_commit()
+    if result is None:
+        return Deletion("already_gone", message.mid)
+    result.mid = current.mid
     return result
 
 
@@ -267,12 +319,7 @@ def delete_message(*, profile: Profile, mid: str, hard: bool = False, force: boo
 
 def slice_refs(slice_: Slice) -> list[dict]:
     """What deleting the whole conversation takes with it or changes (D6, D7)."""
-    return _slice_plan(slice_).refs()
-
-
-def _slice_plan(slice_: Slice) -> _Plan:
     messages = list(Message.objects.filter(slice=slice_))
-    quotes = Quotes(_persons_words(messages), common=_said_elsewhere(slice_.profile_id, [m.pk for m in messages]))
     plan = _Plan([], [], [], [], [])
     for m in messages:
         part = _cascade_plan(m)
@@ -281,6 +328,11 @@ def _slice_plan(slice_: Slice) -> _Plan:
         plan.experiences_deleted += [e for e in part.experiences_deleted if e not in plan.experiences_deleted]
         plan.experiences_uncited += [e for e in part.experiences_uncited if e not in plan.experiences_uncited]
         plan.relations += [r for r in part.relations if r not in plan.relations]
+    _quoted_by(plan, slice_, messages, _persons_quotes(slice_.profile_id, messages))
+    return plan.refs()
+
+
+def _quoted_by(plan: _Plan, slice_: Slice, messages: list[Message], quotes: Quotes) -> _Plan:
     plan.replies = quoting_replies(slice_.profile_id, quotes, exclude=[m.pk for m in messages])
     plan.card_lines = citing_card_lines(slice_.profile_id, {slice_.ref}, quotes)
     return plan
@@ -289,29 +341,152 @@ def _slice_plan(slice_: Slice) -> _Plan:
 def delete_slice(slice_: Slice, *, keep_replies: bool = False, drop_lines: Iterable[str] = ()) -> Deletion:
     """Delete a whole conversation for good (D6): every line with its cascade and tombstones,
     its snapshot and cognitive log, its words everywhere else; the slice row goes last."""
-    with transaction.atomic():
-        messages = list(Message.objects.select_for_update().filter(slice=slice_).order_by("created_at", "id"))
-        plan = _slice_plan(slice_)
+    messages = list(Message.objects.filter(slice=slice_).select_related("slice").order_by("created_at", "id"))
+    marks = _Marks.take(slice_.profile_id)
+    quotes = _persons_quotes(slice_.profile_id, messages)
+    plan = _quoted_by(_Plan([], [], [], [], []), slice_, messages, quotes)
+
+    def relock() -> list[tuple[Message, _Plan]]:
+        locked = list(Message.objects.select_for_update().filter(slice=slice_).select_related("slice")
+                      .order_by("created_at", "id"))
         # Each line's own cascade (an experience citing two lines of this slice goes once).
-        pairs = [(m, _cascade_plan(m)) for m in messages]
-        result = _forget_messages(
-            slice_.profile_id, pairs, replies=plan.replies, keep_replies=keep_replies,
-            drop_lines=set(drop_lines), anchor=slice_.key, cited={slice_.ref},
-        )
-        result.mid = slice_.key
+        return [(m, _cascade_plan(m)) for m in locked]
+
+    def last() -> None:
         # Runs keep their (scrubbed) record; the slice's snapshot and log go with the row.
         Slice.objects.filter(pk=slice_.pk).delete()
+
+    result = _forget_messages(
+        slice_.profile_id, messages, relock, replies=plan.replies, quotes=quotes, marks=marks,
+        keep_replies=keep_replies, drop_lines=set(drop_lines), anchor=slice_.key, cited={slice_.ref},
+        force=True, last=last,
+    )
     _reclaim_on_commit()
+    result.mid = slice_.key
     return result
 
 
-def _forget_messages(profile_id: int, pairs: list[tuple[Message, _Plan]], *, replies: list[Message],
-                     keep_replies: bool, drop_lines: set[str], anchor: str,
-                     cited: set[str] = frozenset()) -> Deletion:
-    """The body of every hard delete: the cascade of each message, the quoting replies, and the
-    words of all of them out of every derived layer. Runs inside the caller's transaction.
+# Derived rows that may hold a deleted line's words and stay, scrubbed (D6): the model, its
+# profile lookup, its text fields and its JSON fields (whose strings are searched one by one).
+_DERIVED = [
+    (CardSnapshot, "profile_id", ["text"], []),
+    (Slice, "profile_id", ["injected_card"], []),
+    (ProactiveSend, "profile_id", ["subject"], []),
+    (Experience, "profile_id", ["title", "content", "event_time_text"], []),
+    (Highlight, "profile_id", ["content"], []),
+    (Favourite, "profile_id", ["excerpt"], []),
+    (LegacyFragment, "profile_id", ["content"], ["legacy_extra"]),
+    (LegacyMeta, "profile_id", ["value"], ["metadata"]),
+    (EvolutionRun, "profile_id", ["summary", "diff", "card_before", "card_after", "error", "skip_reason"], ["steps"]),
+    (SliceLogEntry, "slice__profile_id", ["summary"], ["data"]),
+    (ExperienceHistory, "experience__profile_id", ["reason"], ["before", "after"]),
+]
+# Rows written per transaction, and how long one transaction may hold the write lock before
+# the rest wait for the next one (SQLite has one writer; issue 24 point 3: <= 200 ms).
+_ROWS_PER_WRITE = 200
+_WRITE_BUDGET_SECONDS = 0.1
+# On PostgreSQL a row can commit after one with a higher id: rows this far below the
+# high-water mark are read again in the last transaction too (SQLite has one writer at a time).
+_RECENT_POSTGRESQL = 20
+
+
+@dataclass
+class _Marks:
+    """What the scan could see: the highest id of each model when it began and the runs not
+    finished then. The last transaction reads again what lies past them: rows written since,
+    runs still writing their steps, open conversations' frozen cards, experiences changed."""
+
+    at: datetime
+    top: dict
+    running: list[int]
+    recent: int = 0
+
+    @classmethod
+    def take(cls, profile_id: int) -> "_Marks":
+        models_ = [Message] + [model for model, *_ in _DERIVED]
+        top = {model: model.objects.aggregate(top=models.Max("pk"))["top"] or 0 for model in models_}
+        running = list(EvolutionRun.objects.filter(profile_id=profile_id, finished_at__isnull=True)
+                       .values_list("pk", flat=True))
+        recent = _RECENT_POSTGRESQL if connections["default"].vendor == "postgresql" else 0
+        return cls(timezone.now(), top, running, recent)
+
+    def since(self, model, qs):
+        changed = models.Q(pk__gt=self.top[model] - self.recent)
+        if model is EvolutionRun:
+            changed |= models.Q(pk__in=self.running)
+        elif model is Slice:
+            changed |= models.Q(ended_at__isnull=True)
+        elif model is Experience:
+            changed |= models.Q(updated_at__gte=self.at)
+        return qs.filter(changed)
+
+
+@dataclass
+class _Fix:
+    """One derived row holding deleted words: its fields as read and as they will read."""
+
+    model: type
+    pk: int
+    old: dict
+    new: dict
+
+
+def _forget_messages(profile_id: int, messages: list[Message], relock, *, replies: list[Message],
+                     quotes: Quotes, marks: _Marks, keep_replies: bool, drop_lines: set[str], anchor: str,
+                     force: bool, cited: set[str] = frozenset(), last=None) -> Deletion | None:
+    """The body of every hard delete (issue 24 point 3: no search under the write lock).
+
+    1. Read, without a transaction: which derived rows hold the deleted words (the person's
+       words wherever they may be quoted; the companion's own lines only where they were copied
+       whole, as in transcripts).
+    2. Write those rows in short transactions; each re-reads its rows and scrubs again what
+       changed since it was read.
+    3. One last short transaction: `relock()` locks the messages again and returns each with
+       its cascade (None: already gone); replies quoting them written since the scan join
+       them; the cascade, tombstones, card lines and index go; then whatever was written since
+       the scan is searched and scrubbed (`_Marks.since`), so no copy made meanwhile stays.
     Card lines citing the messages' conversations, or `cited` (a conversation deleted whole,
-    even with no line left), go when the person chose them."""
+    even with no line left), go when the person chose them. `last()` runs at the end of 3."""
+    gone = list(messages) + ([] if keep_replies else list(replies))
+    records = _records(gone, quotes)
+    if isinstance(quotes.common, _SaidElsewhere):
+        quotes.common.read()  # the person's other lines are read now, not under the lock
+    _write_fixes(_scan(profile_id, records), records)
+    with transaction.atomic():
+        pairs = relock()
+        if pairs is None:
+            return None
+        locked = [m for m, _ in pairs]
+        changed = [(m.pk, m.content) for m in locked] != [(m.pk, m.content) for m in messages]
+        if changed:
+            # A line arrived or changed since the read (rare): rows older than the scan cannot
+            # hold its words, so only what was written since is searched with them (below).
+            quotes = _persons_quotes(profile_id, locked)
+        late = quoting_replies(profile_id, quotes, exclude=[m.pk for m in locked] + [r.pk for r in replies],
+                               after=marks.top[Message] - marks.recent)
+        if late and not force:
+            raise HasRefs([{"kind": "reply", "id": m.mid, "text": m.content[:200]} for m in late])
+        replies = list(replies) + late
+        result = _forget_locked(profile_id, pairs, replies=replies, quotes=quotes, keep_replies=keep_replies,
+                                drop_lines=drop_lines, anchor=anchor, cited=cited)
+        if changed or (late and not keep_replies):
+            records = _records(locked + ([] if keep_replies else replies), quotes)
+        recent = [(model, marks.since(model, qs)) for model, qs in _derived_querysets(profile_id)]
+        _apply_fixes(_scan(profile_id, records, querysets=recent), records)
+        if last is not None:
+            last()
+    return result
+
+
+def _records(gone: list[Message], quotes: Quotes) -> Quotes:
+    return Quotes(_persons_words(gone), whole=[m.content for m in gone if m.speaker != Message.Speaker.USER],
+                  common=quotes.common)
+
+
+def _forget_locked(profile_id: int, pairs: list[tuple[Message, _Plan]], *, replies: list[Message],
+                   quotes: Quotes, keep_replies: bool, drop_lines: set[str], anchor: str,
+                   cited: set[str]) -> Deletion:
+    """Step 3 of `_forget_messages`: the cascade of each message, the quoting replies, the card."""
     now = timezone.now()
     tombs: list[Tombstone] = []
     uncited: list[str] = []
@@ -320,12 +495,6 @@ def _forget_messages(profile_id: int, pairs: list[tuple[Message, _Plan]], *, rep
     if not keep_replies:
         todo += [(r, _cascade_plan(r)) for r in replies]
         gone += replies
-    # The person's words are looked for wherever they may be quoted; the companion's own lines
-    # (which quote the card and the person) only where they were copied whole (transcripts).
-    common = _said_elsewhere(profile_id, [m.pk for m in gone])
-    quotes = Quotes(_persons_words(gone), common=common)
-    records = Quotes(_persons_words(gone), whole=[m.content for m in gone if m.speaker != Message.Speaker.USER],
-                     common=common)
     slice_refs_ = {m.slice.ref for m, _ in pairs} | set(cited)
     done_exps: set[int] = set()
     for message, plan in todo:
@@ -357,8 +526,8 @@ def _forget_messages(profile_id: int, pairs: list[tuple[Message, _Plan]], *, rep
     kept = []
     if keep_replies:
         kept = _scrub_messages(replies, quotes)
-    removed, run = _forget_card_lines(profile_id, slice_refs_, quotes, drop_lines, anchor=anchor, now=now)
-    scrub_derived(profile_id, records)
+    removed, run = _forget_card_lines(profile_id, slice_refs_, quotes, drop_lines, anchor=anchor, now=now,
+                                      deleted_conversations=set(cited))
     _write_tombstones(tombs)
     return Deletion(
         "deleted", anchor,
@@ -392,13 +561,17 @@ def _scrub_messages(messages: list[Message], quotes: Quotes) -> list[str]:
 
 
 def _forget_card_lines(profile_id, slice_refs_: set[str], quotes: Quotes, drop_lines: set[str], *,
-                       anchor: str, now) -> tuple[list[str], EvolutionRun | None]:
+                       anchor: str, now, deleted_conversations: set[str] = frozenset()
+                       ) -> tuple[list[str], EvolutionRun | None]:
     """D6/D7: card lines quoting the deleted words go; lines citing the conversation go when the
-    person chose them. Recorded as a run (trigger "forget") whose texts hold no deleted word."""
+    person chose them. Lines the person keeps that cite a conversation deleted whole cite the
+    person (`[you]`) instead: they are theirs now, and the agent treats them so (K16). Recorded
+    as a run (trigger "forget") whose texts hold no deleted word."""
     row = Card.objects.select_for_update().filter(profile_id=profile_id).first()
     if row is None or not row.text:
         return [], None
     before = row.text
+    kept: list[dict] = []
     if detect_format(before) != "v5":
         after, removed = quotes.scrub(before), []
     else:
@@ -408,6 +581,9 @@ def _forget_card_lines(profile_id, slice_refs_: set[str], quotes: Quotes, drop_l
             if quotes.found(line.text) or (line.key in drop_lines and slice_refs_.intersection(line.refs))
         }
         card, gone = without_lines(card, chosen)
+        orphans = {line.key for line in card_lines(card) if deleted_conversations.intersection(line.refs)}
+        card, recited = citing_instead(card, orphans, set(deleted_conversations), PERSON_REF)
+        kept = [{"section": line.section, "words": line.words, "text": line.words} for line in recited]
         if quotes.found(card.portrait):
             card = replace_portrait(card, quotes.scrub(card.portrait))
         after = render(card)
@@ -424,13 +600,15 @@ def _forget_card_lines(profile_id, slice_refs_: set[str], quotes: Quotes, drop_l
         f"{len(removed)} card line(s) removed with the deleted {anchor}"
         if removed else f"deleted words of {anchor} taken out of the card"
     )
+    if kept:
+        summary += f"; {len(kept)} kept, now citing you"
     run = EvolutionRun.objects.create(
         profile_id=profile_id, slice=None, trigger=EvolutionRun.Trigger.FORGET,
         status=EvolutionRun.Status.CHANGED, summary=summary,
         diff=quotes.scrub(line_diff(before, after)),
         card_before=quotes.scrub(before), card_after=after,
         steps=[{"at": now.isoformat(), "kind": "forget", "anchor": anchor,
-                "refs": sorted(slice_refs_), "removed": removed, "added": []}],
+                "refs": sorted(slice_refs_), "removed": removed, "added": kept}],
         model_name="", started_at=now, finished_at=now,
     )
     for slice_ in Slice.objects.filter(profile_id=profile_id, ended_at__isnull=True, injected_card__isnull=False):
@@ -442,70 +620,91 @@ def replace_portrait(card, text: str):
     return dataclass_replace(card, portrait=text)
 
 
-def scrub_derived(profile_id: int, quotes: Quotes) -> int:
-    """Replace the deleted words by "[deleted]" in every derived text of the profile that must
-    stay: card snapshots, frozen injected cards, evolution runs, cognitive logs, proactive
-    sends, experiences and their history, other highlights and favourites, legacy rows."""
+def _derived_querysets(profile_id: int) -> list:
+    return [(model, model.objects.filter(**{lookup: profile_id})) for model, lookup, _, _ in _DERIVED]
+
+
+def _fields_of(model) -> tuple[list[str], list[str]]:
+    return next((fields, json_fields) for m, _, fields, json_fields in _DERIVED if m is model)
+
+
+def _scan(profile_id: int, quotes: Quotes, *, querysets=None) -> list[_Fix]:
+    """The derived rows of the profile holding the deleted words, read in one pass each (no
+    transaction needed): what each field reads now and will read scrubbed."""
     if not quotes:
-        return 0
-    changed = 0
-    text_models = [
-        (CardSnapshot.objects.filter(profile_id=profile_id), ["text"]),
-        (Slice.objects.filter(profile_id=profile_id), ["injected_card"]),
-        (ProactiveSend.objects.filter(profile_id=profile_id), ["subject"]),
-        (Experience.objects.filter(profile_id=profile_id), ["title", "content", "event_time_text"]),
-        (Highlight.objects.filter(profile_id=profile_id), ["content"]),
-        (Favourite.objects.filter(profile_id=profile_id), ["excerpt"]),
-        (LegacyFragment.objects.filter(profile_id=profile_id), ["content"]),
-        (LegacyMeta.objects.filter(profile_id=profile_id), ["value"]),
-    ]
-    for qs, fields in text_models:
-        for obj in _candidates(qs, fields, quotes):
-            changed += _scrub_fields(obj, fields, [], quotes)
-    # JSON-bearing rows: JSON is stored escaped (\uXXXX), so SQL LIKE cannot pre-filter them.
-    json_models = [
-        (EvolutionRun.objects.filter(profile_id=profile_id),
-         ["summary", "diff", "card_before", "card_after", "error", "skip_reason"], ["steps"]),
-        (SliceLogEntry.objects.filter(slice__profile_id=profile_id), ["summary"], ["data"]),
-        (ExperienceHistory.objects.filter(experience__profile_id=profile_id), ["reason"], ["before", "after"]),
-        (LegacyFragment.objects.filter(profile_id=profile_id).exclude(legacy_extra={}), [], ["legacy_extra"]),
-        (LegacyMeta.objects.filter(profile_id=profile_id, metadata__isnull=False), [], ["metadata"]),
-    ]
-    for qs, fields, json_fields in json_models:
-        for obj in qs.only("pk", *fields, *json_fields).iterator(chunk_size=500):
-            changed += _scrub_fields(obj, fields, json_fields, quotes)
-    return changed
+        return []
+    fixes: list[_Fix] = []
+    for model, qs in querysets if querysets is not None else _derived_querysets(profile_id):
+        fields, json_fields = _fields_of(model)
+        names = fields + json_fields
+        for batch in _in_batches(qs.order_by().values_list("pk", *names)):
+            blanked = quotes.blanked(s for row in batch for s in _strings(row[1:], len(fields)))
+            if not blanked:
+                continue
+            for pk, *values in batch:
+                new = {}
+                for name, value in zip(names, values, strict=True):
+                    if name in fields:
+                        if isinstance(value, str) and value in blanked:
+                            new[name] = blanked[value]
+                    elif value is not None and any(s in blanked for s in json_strings(value)):
+                        new[name] = quotes.scrub_json(value, blanked)
+                if new:
+                    fixes.append(_Fix(model, pk, {n: values[names.index(n)] for n in new}, new))
+    return fixes
 
 
-def _scrub_fields(obj, fields, json_fields, quotes: Quotes) -> int:
-    dirty = []
-    for name in fields:
-        value = getattr(obj, name)
-        if isinstance(value, str) and quotes.found(value):
-            setattr(obj, name, quotes.scrub(value))
-            dirty.append(name)
-    for name in json_fields:
-        value = getattr(obj, name)
-        if quotes.found_json(value):
-            setattr(obj, name, quotes.scrub_json(value))
-            dirty.append(name)
-    if dirty:
-        type(obj).objects.filter(pk=obj.pk).update(**{n: getattr(obj, n) for n in dirty})
-    return bool(dirty)
+def _strings(values, n_text: int):
+    for i, value in enumerate(values):
+        if i < n_text:
+            if isinstance(value, str) and value:
+                yield value
+        elif value is not None:
+            yield from json_strings(value)
 
 
-def _candidates(qs, fields: list[str], quotes: Quotes, *, per_query: int = 60) -> list:
-    """Rows of `qs` whose `fields` contain a piece of a deleted text (SQL pre-filter)."""
-    pieces = quotes.chunks()
-    seen: dict[int, object] = {}
-    conditions = [models.Q(**{f"{f}__contains": p}) for p in pieces for f in fields]
-    for start in range(0, len(conditions), per_query):
-        q = models.Q()
-        for c in conditions[start : start + per_query]:
-            q |= c
-        for obj in qs.filter(q):
-            seen.setdefault(obj.pk, obj)
-    return list(seen.values())
+def _write_fixes(fixes: list[_Fix], quotes: Quotes) -> None:
+    """Step 2 of `_forget_messages`: the fixes in short transactions, each let go after
+    `_WRITE_BUDGET_SECONDS` (or `_ROWS_PER_WRITE` rows) so others may write in between."""
+    done = 0
+    while done < len(fixes):
+        with transaction.atomic():
+            began = time.monotonic()
+            while True:  # one chunk at least, more while the budget lasts
+                chunk = fixes[done : done + _ROWS_PER_WRITE]
+                _apply_fixes(chunk, quotes)
+                done += len(chunk)
+                if done >= len(fixes) or time.monotonic() - began >= _WRITE_BUDGET_SECONDS:
+                    break
+
+
+def _apply_fixes(fixes: list[_Fix], quotes: Quotes) -> None:
+    """Write each fix, inside the caller's transaction, after reading the row again: a field
+    changed since it was read is scrubbed as it reads now (nothing written meanwhile is lost,
+    and no deleted word is written back)."""
+    by_model: dict[type, list[_Fix]] = {}
+    for fix in fixes:
+        by_model.setdefault(fix.model, []).append(fix)
+    for model, group in by_model.items():
+        fields, _ = _fields_of(model)
+        names = sorted({n for fix in group for n in fix.old})
+        current = {pk: dict(zip(names, values, strict=True)) for pk, *values in
+                   model.objects.filter(pk__in=[f.pk for f in group]).values_list("pk", *names)}
+        for fix in group:
+            now = current.get(fix.pk)
+            if now is None:
+                continue  # gone meanwhile
+            update = {}
+            for name, old in fix.old.items():
+                if now[name] == old:
+                    update[name] = fix.new[name]
+                elif name in fields:
+                    if isinstance(now[name], str) and quotes.found(now[name]):
+                        update[name] = quotes.scrub(now[name])
+                elif quotes.found_json(now[name]):
+                    update[name] = quotes.scrub_json(now[name])
+            if update:
+                model.objects.filter(pk=fix.pk).update(**update)
 
 
 def _reclaim_on_commit() -> None:

@@ -94,6 +94,8 @@ MIDDLEWARE = [
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django.middleware.csp.ContentSecurityPolicyMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # S3: failed logins per client address (whatever the username), refused before hashing.
+    "previously.pages.login_guard.LoginThrottle",
     # S3: login throttling; last, as django-axes asks.
     "axes.middleware.AxesMiddleware",
 ]
@@ -109,6 +111,11 @@ AUTHENTICATION_BACKENDS = [
 AXES_FAILURE_LIMIT = _TUNABLES["PREVIOUSLY_LOGIN_FAILURES"]
 AXES_COOLOFF_TIME = timedelta(minutes=_TUNABLES["PREVIOUSLY_LOGIN_LOCKOUT_MINUTES"])
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+# Behind a proxy every connection comes from the proxy's address: the client's address is read
+# from X-Forwarded-For only when the connection comes from one of these addresses or networks
+# (comma-separated), so the pair is the person's own (issue 24 point 8).
+TRUSTED_PROXIES = [p.strip() for p in os.environ.get("DJANGO_TRUSTED_PROXIES", "").split(",") if p.strip()]
+AXES_CLIENT_IP_CALLABLE = "previously.pages.login_guard.client_address"
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 AXES_VERBOSE = False

@@ -179,6 +179,10 @@ TUNABLES: dict[str, Tunable] = {
     # of PREVIOUSLY_LOGIN_LOCKOUT_MINUTES.
     "PREVIOUSLY_LOGIN_FAILURES": Tunable(5, minimum=1),
     "PREVIOUSLY_LOGIN_LOCKOUT_MINUTES": Tunable(15, minimum=1),
+    # Failed logins from one client address, whatever the username, in a window of seconds;
+    # past them a login is refused at once, without hashing (previously/pages/login_guard.py).
+    "PREVIOUSLY_LOGIN_ADDRESS_FAILURES": Tunable(20, minimum=1),
+    "PREVIOUSLY_LOGIN_ADDRESS_WINDOW_SECONDS": Tunable(600, minimum=1),
     # Stored texts' limits in characters (SPEC S6, memory/limits.py): one line of chat (a pasted
     # document longer than this is refused with that advice), a companion's persona (it is sent
     # with every turn), and any other free-text field (experience text, a favourite's excerpt,

@@ -47,6 +47,14 @@ def _fast_password_hashing(settings):
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
+@pytest.fixture(autouse=True)
+def _no_login_failures_carried_over():
+    # previously.pages.login_guard counts failed logins per address in the (per-process) cache.
+    from django.core.cache import cache
+
+    cache.clear()
+
+
 @pytest.fixture
 def llm_server():
     """A local OpenAI-compatible server (real HTTP) for the real SDK to talk to."""

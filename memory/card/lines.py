@@ -58,11 +58,23 @@ def card_lines(card: Card) -> list[CardLine]:
 def without_lines(card: Card, keys: set[str]) -> tuple[Card, list[CardLine]]:
     """The card without the lines whose key is in `keys`, and the lines removed."""
     gone = [line for line in card_lines(card) if line.key in keys]
+    return _rebuilt(card, gone, lambda item: None), gone
+
+
+def _rebuilt(card: Card, lines: list[CardLine], change) -> Card:
+    """The card with each item of `lines` replaced by `change(item)` (None drops it)."""
     changes = {}
     for attr, _ in SECTIONS:
-        drop = {line.index for line in gone if line.attr == attr}
-        if drop:
-            changes[attr] = tuple(
-                item for n, item in enumerate(getattr(card, attr), 1) if n not in drop
-            )
-    return (replace(card, **changes) if changes else card), gone
+        at = {line.index for line in lines if line.attr == attr}
+        if at:
+            items = (change(item) if n in at else item for n, item in enumerate(getattr(card, attr), 1))
+            changes[attr] = tuple(item for item in items if item is not None)
+    return replace(card, **changes) if changes else card
+
+
+def citing_instead(card: Card, keys: set[str], dropped: set[str], ref: str) -> tuple[Card, list[CardLine]]:
+    """The lines whose key is in `keys` citing `ref` instead of any ref in `dropped` (D7: a
+    line the person keeps when its conversation is deleted cites them); and those lines."""
+    lines = [line for line in card_lines(card) if line.key in keys]
+    return _rebuilt(card, lines, lambda item: replace(
+        item, refs=tuple(dict.fromkeys(ref if r in dropped else r for r in item.refs)))), lines

@@ -11,7 +11,7 @@ from memory.card import Card
 from memory.card.store import live_card, parse_or_empty
 from memory.clock import local_clock
 from memory.models import Message, Profile, Slice
-from memory.quoting import quote_inline
+from memory.prompt_boundary import quote_inline
 from previously.i18n import for_profile
 
 _ADDRESS_FIELDS = ("address them as", "称呼")

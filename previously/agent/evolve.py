@@ -29,9 +29,9 @@ from memory.card.store import (
 )
 from memory.clock import local_clock
 from memory.models import EvolutionRun, Profile, Slice
-from memory.person_edits import person_changes
 from memory.recall import experiences_for_review
 from memory.recall.budget import approx_tokens
+from memory.rewrite_guard import person_changes
 from previously.agent import tools
 from previously.agent.analyzer import worth_evolving
 from previously.agent.events import emit

@@ -29,7 +29,7 @@ from memory.models import (
     Slice,
     SliceLogEntry,
 )
-from memory.person_edits import rewrite_refusal
+from memory.rewrite_guard import rewrite_refusal
 
 # Kept compact (issue 19): a small local model reads every schema on every agent call.
 REF = {"type": "string", "pattern": r"^\d{4}/\d{2}/\d{2}/\d{4}$"}

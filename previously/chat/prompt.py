@@ -14,7 +14,7 @@ from memory.clock import PERIOD_IDS, LocalClock, period_label
 from memory.images import data_url, image_label
 from memory.models import Message, Profile, Slice
 from memory.models.archive import OBJECT_ID_RE
-from memory.quoting import CLOSE, OPEN, neutralise, quote, quote_inline  # noqa: F401 - the prompt's API
+from memory.prompt_boundary import CLOSE, OPEN, neutralise, quote, quote_inline  # noqa: F401 - the prompt's API
 from memory.recall.context import Recalled
 
 DAY_KEY_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")

@@ -7,7 +7,7 @@ from django.utils.translation import gettext, ngettext, pgettext, pgettext_lazy
 from memory.card import detect_format, flags, limits, parse
 from memory.card.format import PERSON_REF
 from memory.card.lines import card_lines
-from memory.hand_edits import parse_summary
+from memory.card_corrections import parse_summary
 from memory.models import EvolutionRun, Profile
 from memory.models.archive import DEFAULT_PROFILE_KEY
 

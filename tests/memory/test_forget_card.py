@@ -12,10 +12,10 @@ from memory.card import parse, render
 from memory.card.format import Card as ParsedCard
 from memory.card.format import Fact
 from memory.card.lines import card_lines
+from memory.deleted_words import Quotes
 from memory.deletion import HasRefs, delete_message, delete_slice, message_refs, slice_refs
 from memory.models import Card, EvolutionRun, Message
-from memory.person_edits import person_changes, rewrite_refusal
-from memory.quotes import Quotes
+from memory.rewrite_guard import person_changes, rewrite_refusal
 from previously.agent.evolve import briefing, create_run
 from tests.previously.agent.helpers import make_slice
 
@@ -120,3 +120,22 @@ def test_a_conversation_deleted_whole_takes_the_chosen_citing_lines_even_with_no
 
     assert [f.text for f in parse(Card.objects.get(profile=profile).text).facts] == ["Close to her sister"]
     assert result.card_lines_removed == ["Moving to Lyon for a new job — refs: [2026/08/17/0515]"]
+
+
+def test_a_line_kept_when_its_conversation_is_deleted_cites_the_person(profile):
+    """Issue 25 point 5 (D7, K16): the kept line stops citing the deleted conversation; it cites
+    `[you]`, the run says so, and the agent treats it as the person's line."""
+    slice_ = make_slice(profile, lines=[("user", "I finally told my sister about the new job in Lyon")])
+    card_citing(profile, slice_.ref, "Moving to Lyon for a new job", "Close to her sister")
+    lyon = next(line.key for line in card_lines(parse(Card.objects.get(profile=profile).text)) if "Lyon" in line.text)
+
+    result = delete_slice(slice_, drop_lines=[lyon])
+
+    card = parse(Card.objects.get(profile=profile).text)
+    assert [(f.text, f.refs) for f in card.facts] == [("Close to her sister", ("you",))]
+    assert slice_.ref not in render(card)
+    run = EvolutionRun.objects.get(pk=result.run_id)
+    assert run.summary.endswith("1 kept, now citing you")
+    assert run.steps[0]["added"] == [{"section": "Past", "words": "Close to her sister", "text": "Close to her sister"}]
+    refused = rewrite_refusal(profile, card, "remove_anchor_fact", {"index": 1})
+    assert refused and "Close to her sister" in refused

@@ -2,8 +2,10 @@
 lock-out is explained on the page, in Chinese and English."""
 
 import pytest
+from django.contrib.auth import base_user
 from django.test import Client
 
+from previously.pages.login_guard import client_address
 from tests.csp import assert_csp_clean
 from tests.factories import UserFactory
 
@@ -59,3 +61,56 @@ def test_a_success_resets_the_count(ana, settings):
     assert attempt(client, "ana", "right-pw-123").status_code == 302
     for _ in range(settings.AXES_FAILURE_LIMIT - 1):
         assert attempt(Client(), "ana", "wrong").status_code == 200
+
+
+# Issue 24 point 8: behind a proxy, and loops of guesses at names that do not exist.
+
+PROXY = "10.9.0.1"
+
+
+def via_proxy(client, username, password, *, client_ip, lang="en"):
+    return client.post("/login/", {"username": username, "password": password}, REMOTE_ADDR=PROXY,
+                       HTTP_X_FORWARDED_FOR=client_ip, HTTP_ACCEPT_LANGUAGE=lang)
+
+
+def test_behind_a_trusted_proxy_a_stranger_cannot_lock_the_person_out(ana, settings):
+    settings.TRUSTED_PROXIES = ["10.9.0.0/16"]
+    stranger = Client()
+    for _ in range(settings.AXES_FAILURE_LIMIT):
+        response = via_proxy(stranger, "ana", "wrong", client_ip="203.0.113.5")
+    assert response.status_code == 429  # the stranger's own address is locked for that account
+    assert via_proxy(Client(), "ana", "right-pw-123", client_ip="198.51.100.7").status_code == 302
+
+
+def test_the_forwarded_address_is_read_only_from_a_trusted_proxy(rf, settings):
+    settings.TRUSTED_PROXIES = ["10.9.0.0/16", "fd00::/8"]
+    forged = rf.get("/", REMOTE_ADDR="203.0.113.9", HTTP_X_FORWARDED_FOR="198.51.100.7")
+    assert client_address(forged) == "203.0.113.9"  # a direct client cannot choose its address
+    chain = rf.get("/", REMOTE_ADDR=PROXY, HTTP_X_FORWARDED_FOR="1.2.3.4, 198.51.100.7, 10.9.0.2")
+    assert client_address(chain) == "198.51.100.7"  # the client's own left-most claim is not trusted
+    assert client_address(rf.get("/", REMOTE_ADDR="fd00::1", HTTP_X_FORWARDED_FOR="2001:db8::5")) == "2001:db8::5"
+    assert client_address(rf.get("/", REMOTE_ADDR=PROXY, HTTP_X_FORWARDED_FOR="nonsense")) == PROXY
+    settings.TRUSTED_PROXIES = []
+    assert client_address(chain) == PROXY
+
+
+def test_guesses_at_unknown_names_are_refused_before_hashing(ana, settings, monkeypatch):
+    """Failures from one address, whatever the username, are counted; past the limit the next
+    login from there is refused at once (429, the setting named), without a password hash, and
+    other addresses are not affected."""
+    settings.PREVIOUSLY_LOGIN_ADDRESS_FAILURES = 3
+    hashed = []
+    make_password = base_user.make_password
+    monkeypatch.setattr(base_user, "make_password", lambda *a, **k: hashed.append(1) or make_password(*a, **k))
+    loop = Client()
+    for n in range(3):
+        assert attempt(loop, f"nobody{n}", "guess", ip="10.0.0.66").status_code == 200
+    assert len(hashed) == 3  # Django hashes once per unknown name (so timing does not tell names)
+    refused = attempt(loop, "nobody9", "guess", ip="10.0.0.66")
+    assert refused.status_code == 429 and len(hashed) == 3
+    page = refused.content.decode()
+    assert "Too many failed logins" in page and "PREVIOUSLY_LOGIN_ADDRESS_FAILURES" in page
+    assert_csp_clean(refused)
+    assert attempt(Client(), "ana", "right-pw-123", ip="10.0.0.67").status_code == 302
+    zh = attempt(loop, "nobody9", "guess", ip="10.0.0.66", lang="zh-hans").content.decode()
+    assert "登录失败次数过多" in zh

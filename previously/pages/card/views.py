@@ -13,8 +13,15 @@ from django.views.decorators.http import require_POST
 
 from memory.card.lines import SECTIONS
 from memory.card.store import live_card
+from memory.card_corrections import (
+    EditRefused,
+    add_line,
+    edit_line,
+    remove_line,
+    revert_to,
+    set_portrait,
+)
 from memory.clock import local_clock
-from memory.hand_edits import EditRefused, add_line, edit_line, remove_line, revert_to, set_portrait
 from memory.models import (
     CardSnapshot,
     EvolutionRun,

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from memory.clock import local_clock
 from memory.models import Experience, Highlight, Message
 from memory.models.archive import OBJECT_ID_RE
-from memory.quoting import neutralise
+from memory.prompt_boundary import neutralise
 from memory.recall.context import Recalled
 from previously.agent.briefing import briefing_text
 from previously.chat.prompt import system_prompt

@@ -13,7 +13,7 @@ from memory.card.format import Card as ParsedCard
 from memory.card.format import Fact, IdentityLine, NowItem
 from memory.card.lines import card_lines
 from memory.card.store import refs_resolver, snapshot_slice
-from memory.hand_edits import (
+from memory.card_corrections import (
     CardMoved,
     EditRefused,
     add_line,
@@ -23,7 +23,7 @@ from memory.hand_edits import (
     set_portrait,
 )
 from memory.models import Card, EvolutionRun
-from memory.person_edits import rewrite_refusal
+from memory.rewrite_guard import rewrite_refusal
 from previously.agent.evolve import briefing, create_run
 from previously.agent.tools import Context, dispatch
 from tests.csp import assert_csp_clean
@@ -184,3 +184,53 @@ def test_a_refused_hand_edit_is_explained_in_the_persons_language(logged_in, pro
                              follow=True, HTTP_ACCEPT_LANGUAGE="zh-hans")
     page = refused.content.decode()
     assert "新的措辞是空的" in page and "the new wording is empty" not in page
+
+
+# Issue 25 point 5 (K16, D7): the portrait the person replaced, or brought back by reverting.
+
+AGENTS = "Mei is an engineer who lives in Paris and runs at dawn."
+
+
+def with_portrait(profile, text):
+    row = Card.objects.get(profile=profile)
+    row.text = render(replace(parse(row.text), portrait=text))
+    row.save()
+
+
+def test_the_portrait_the_person_replaced_is_not_written_back(profile, carded):
+    with_portrait(profile, AGENTS)
+    set_portrait(profile, version=1, text=MINE)
+    card = parse(Card.objects.get(profile=profile).text)
+    # Their words kept, the replaced portrait brought back beside them: refused.
+    refused = rewrite_refusal(profile, card, "set_portrait", {"text": f"{MINE} {AGENTS}"})
+    assert refused and "removed" in refused and "Mei is an engineer" in refused
+    # A fact that happens to share words with the old portrait is not bound by it.
+    assert rewrite_refusal(profile, card, "add_anchor_fact", {"text": "Mei is an engineer", "refs": [REF]}) is None
+
+
+def test_a_portrait_brought_back_by_reverting_is_the_persons(profile, carded):
+    with_portrait(profile, MINE)
+    snapshot_slice(carded)
+    with_portrait(profile, AGENTS)  # the agent rewrote it later
+    revert_to(profile, version=1, slice_key=carded.key)
+    card = parse(Card.objects.get(profile=profile).text)
+    assert card.portrait == MINE
+    ctx = Context(profile=profile, card=card, refs_exist=refs_resolver(profile))
+    back = dispatch(ctx, "set_portrait", json.dumps({"text": AGENTS}))
+    assert not back.accepted and ctx.card.portrait == MINE
+
+
+def test_staff_see_the_card_and_its_snapshots_read_only_with_the_way_to_the_card_page(admin_client, profile, carded):
+    """Issue 25 point 5 (K3, K16, O1): the admin's raw card forms are gone."""
+    row = Card.objects.get(profile=profile)
+    page = admin_client.get(f"/admin/memory/card/{row.pk}/change/")
+    html = page.content.decode()
+    assert page.status_code == 200 and 'name="text"' not in html
+    assert f'href="/card/?profile={profile.key}"' in html and "validated hand edits" in html
+    before = row.text
+    assert admin_client.post(f"/admin/memory/card/{row.pk}/change/", {"text": "raw", "version": 9}).status_code == 403
+    assert Card.objects.get(pk=row.pk).text == before
+    snapshot = snapshot_slice(carded)
+    page = admin_client.get(f"/admin/memory/cardsnapshot/{snapshot.pk}/change/").content.decode()
+    assert 'name="text"' not in page and "validated hand edits" in page
+    assert admin_client.get("/admin/memory/card/add/").status_code == 403

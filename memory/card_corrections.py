@@ -5,7 +5,7 @@ Every edit goes through the same validated mutations as the agent's tools (limit
 duplicates), citing the person — `[you]` — instead of a slice, and is recorded as an
 evolution run (trigger `hand_edit`) with a one-line summary and the diff, attached to the
 profile's latest slice so it shows on the timeline. The run's step lists the lines removed
-and added, which `memory.person_edits` turns into the agent's directives.
+and added, which `memory.rewrite_guard` turns into the agent's directives.
 """
 
 import re
@@ -251,14 +251,19 @@ def _describe(before: ParsedCard, after: ParsedCard, verb, gone, added, attr):
         summary = SUMMARY_FORMS["revert"].format(slice=added, out=len(removed), into=len(added_))
     elif verb == "portrait":
         summary = SUMMARY_FORMS["portrait"]
-        if after.portrait:
-            added_.append({"section": "Past", "part": "portrait", "words": after.portrait, "text": after.portrait})
     elif verb == "removed":
         summary = SUMMARY_FORMS["removed"].format(section=gone[0].section, words=gone[0].words)
     elif verb == "edited":
         summary = SUMMARY_FORMS["edited"].format(section=gone[0].section, words=gone[0].words, new=added)
     else:
         summary = SUMMARY_FORMS["added"].format(section=dict(SECTIONS).get(attr, attr), words=added)
+    # K16/D7: a portrait the person replaced, or brought back by reverting, is theirs; the one
+    # it replaced is one they took off, which the agent may not write back.
+    if before.portrait != after.portrait:
+        if before.portrait:
+            removed.append({"section": "Past", "part": "portrait", "words": before.portrait, "text": before.portrait})
+        if after.portrait:
+            added_.append({"section": "Past", "part": "portrait", "words": after.portrait, "text": after.portrait})
     return removed, added_, summary[:300]
 
 

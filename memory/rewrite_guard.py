@@ -124,6 +124,8 @@ def rewrite_refusal(profile: Profile, card: Card, name: str, arguments: dict,
         f"{arguments.get('field', '')}: {arguments.get('value', '')}")
     if isinstance(words, str) and words.strip():
         for change in changes:
+            if change.part == "portrait" and name != "set_portrait":
+                continue  # a portrait taken off bars only writing that portrait back
             if change.kind == "removed" and _similar(words, change.words) and (newest is None or newest <= change.at):
                 return (
                     f"the person removed “{change.words}” from the card on {change.at:%Y-%m-%d}; "

@@ -1,0 +1,84 @@
+"""Logins behind a proxy (SPEC S3, issue 24 point 8).
+
+`client_address(request)`: the address django-axes locks on (AXES_CLIENT_IP_CALLABLE). Only
+when the connection comes from one of `DJANGO_TRUSTED_PROXIES` (addresses or networks) is
+`X-Forwarded-For` read, right to left, skipping the trusted proxies: the first address no
+proxy of ours vouches for is the client's. A client talking to the server directly cannot
+choose its address by sending the header; behind the proxy, each person has their own.
+
+`LoginThrottle`: failed logins per client address, whatever the username (unknown names
+included). Past PREVIOUSLY_LOGIN_ADDRESS_FAILURES in PREVIOUSLY_LOGIN_ADDRESS_WINDOW_SECONDS a
+login POST from that address is answered 429 at once: no password hashed, no row written, so
+a loop of guesses cannot slow the server for everyone else. Counted in Django's cache (per
+process with the default cache).
+"""
+
+import ipaddress
+from functools import cache
+
+from django.conf import settings
+from django.core.cache import cache as shared
+from django.shortcuts import render
+from django.urls import reverse
+
+
+@cache
+def _trusted_networks(proxies: tuple[str, ...]) -> tuple:
+    return tuple(ipaddress.ip_network(p, strict=False) for p in proxies)
+
+
+def _address(text: str):
+    try:
+        return ipaddress.ip_address(text.strip())
+    except ValueError:
+        return None
+
+
+def _trusted(address) -> bool:
+    networks = _trusted_networks(tuple(settings.TRUSTED_PROXIES))
+    return address is not None and any(address in network for network in networks)
+
+
+def client_address(request) -> str:
+    """The client's address: REMOTE_ADDR, or behind a trusted proxy the address it forwarded."""
+    remote = request.META.get("REMOTE_ADDR", "")
+    if not settings.TRUSTED_PROXIES or not _trusted(_address(remote)):
+        return remote
+    hops = [h for h in request.META.get("HTTP_X_FORWARDED_FOR", "").split(",") if h.strip()]
+    for hop in reversed(hops):
+        address = _address(hop)
+        if address is None:
+            return remote  # a hop no proxy of ours wrote: the nearest one we trust stands for it
+        if not _trusted(address):
+            return str(address)
+    return str(_address(hops[0])) if hops else remote
+
+
+def _key(address: str) -> str:
+    return f"previously:login-failures:{address}"
+
+
+class LoginThrottle:
+    """Refuses login POSTs from an address past its failures (see the module's docstring)."""
+
+    def __init__(self, get_response):
+        self.get_response = get_response
+
+    def __call__(self, request):
+        if request.method != "POST" or request.path != reverse("login"):
+            return self.get_response(request)
+        address = client_address(request)
+        limit = settings.PREVIOUSLY_LOGIN_ADDRESS_FAILURES
+        if (shared.get(_key(address)) or 0) >= limit:
+            return render(request, "registration/throttled.html", {
+                "limit": limit, "minutes": max(1, settings.PREVIOUSLY_LOGIN_ADDRESS_WINDOW_SECONDS // 60),
+            }, status=429)
+        response = self.get_response(request)
+        if response.status_code == 200:  # the form again: the credentials were refused
+            window = settings.PREVIOUSLY_LOGIN_ADDRESS_WINDOW_SECONDS
+            if not shared.add(_key(address), 1, window):
+                try:
+                    shared.incr(_key(address))
+                except ValueError:  # expired in between
+                    shared.add(_key(address), 1, window)
+        return response
