@@ -132,6 +132,12 @@ TUNABLES: dict[str, Tunable] = {
     # Image messages (SPEC A7): the largest upload in bytes (the type is checked by content);
     # whether the model takes images (image_url parts; 0 sends an "[image: …]" stand-in).
     "PREVIOUSLY_IMAGE_MAX_BYTES": Tunable(8 * 1024 * 1024, minimum=1),
+    # Issue 24 point 2 (S4, S6): the pixels an upload may decode to, every frame of an animation
+    # counted (read from the header before decoding; a still image over it is refused, an
+    # animation keeps the frames that fit), and the frames an animation keeps at most. 16 MP is
+    # a 4000×4000 photo: decoding and re-encoding it stays near 1 s and 100 MB.
+    "PREVIOUSLY_IMAGE_MAX_PIXELS": Tunable(16_000_000, minimum=1),
+    "PREVIOUSLY_IMAGE_MAX_FRAMES": Tunable(200, minimum=1),
     "PREVIOUSLY_LLM_IMAGES": Tunable(True),
     # Proactive messages (K15): per profile and local day (the legacy count is honoured); a
     # welcome-back after this many hours away (needs a model); the Horizon check period in
@@ -172,6 +178,9 @@ TUNABLES: dict[str, Tunable] = {
     "PREVIOUSLY_MAX_MESSAGE_CHARS": Tunable(256 * 1024, minimum=1024),
     "PREVIOUSLY_MAX_PERSONA_CHARS": Tunable(16 * 1024, minimum=256),
     "PREVIOUSLY_MAX_FIELD_CHARS": Tunable(8 * 1024, minimum=256),
+    # Issue 24 point 4: a reply longer than this is shown as plain text, not Markdown
+    # (markdown-it is pure Python; its slowest inputs cost ~10 µs a character on a quiet CPU).
+    "PREVIOUSLY_MARKDOWN_MAX_CHARS": Tunable(20_000, minimum=1000),
 }
 
 

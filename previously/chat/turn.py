@@ -33,7 +33,7 @@ from memory.recall.budget import approx_tokens
 from memory.recall.context import Recalled
 from previously.agent.briefing import arrival_briefing
 from previously.agent.lifecycle import after_reply, archive_line
-from previously.chat import guard, markers, prompt
+from previously.chat import guard, markdown, markers, prompt
 from previously.chat.db import db_call
 from previously.i18n import for_profile
 from previously.llm import ProviderError, get_provider
@@ -350,6 +350,7 @@ async def handle_send(profile: Profile, data: dict, send: Send, *, stop: asyncio
     if not archived.created:
         existing = await _reply_after(user_message)
         if existing is not None:  # a resend after a reconnect: show what is stored, write nothing
+            await markdown.warm([existing.content])  # issue 24 point 4: rendered off the loop
             await send(render_message(existing, profile=profile, lang=lang, reply_to=user_message.mid))
             return
     await reply_to(profile, user_message, send, local_time=frame.local_time, stop=stop)
@@ -370,6 +371,7 @@ async def handle_resync(profile: Profile, data: dict, send: Send) -> None:
     outage). Each line swaps in by id, so a line already shown is replaced, never doubled."""
     after = str(data.get("after") or "")
     lines = await _lines_after(profile, after) if after else []
+    await markdown.warm([m.content for m in lines if m.speaker == Message.Speaker.ASSISTANT])  # off the loop
     for message in lines:
         await send(render_message(message, profile=profile, lang=profile.language))
 
@@ -384,6 +386,7 @@ async def handle_reply(profile: Profile, data: dict, send: Send, *, stop: asynci
     await send(render_message(user_message, profile=profile, lang=lang))
     existing = await _reply_after(user_message)
     if existing is not None:  # a resend: show what is stored, write nothing
+        await markdown.warm([existing.content])  # issue 24 point 4: rendered off the loop
         await send(render_message(existing, profile=profile, lang=lang, reply_to=user_message.mid))
         return
     await reply_to(profile, user_message, send, local_time=data.get("local_time") or None, stop=stop)
@@ -529,6 +532,7 @@ async def handle_choose(profile: Profile, data: dict, send: Send) -> None:
     except Refused as refused:
         await send(notice(refused.args[0], lang=profile.language))
         return
+    await markdown.warm([target.content])  # issue 24 point 4: rendered off the loop
     await send(render_message(target, profile=profile, lang=profile.language, oob=f"outerHTML:#msg-{shown}"))
 
 
@@ -624,6 +628,7 @@ async def reply_to(
             message_type=kind, created_at=timezone.now(), tz=user_message.tz,
         )
         await guard.reply_archived()  # S3: the profile may start its next turn now
+        await markdown.warm([content])  # issue 24 point 4: rendered off the loop
         await send(render_message(reply, lang=lang, oob=f"outerHTML:#reply-{umid}", notice="pending", reply_to=umid, error=error))
         return reply
     try:
@@ -644,6 +649,7 @@ async def reply_to(
     if reply.pk:
         await db_call(mark_alternatives)([reply])
     await guard.reply_archived()  # S3: the profile may start its next turn now
+    await markdown.warm([content])  # issue 24 point 4: rendered off the loop
     await send(render_message(reply, profile=profile, lang=lang, oob=f"outerHTML:#reply-{umid}", notice=note, reply_to=umid, error=error))
     if not error and not stopped:
         # Offline too: a "remember…" request then records a run skipped for want of a model (K10, K11).
