@@ -163,8 +163,11 @@ TUNABLES: dict[str, Tunable] = {
     "PREVIOUSLY_DB_THREADS": Tunable(4, minimum=1),
     "PREVIOUSLY_LOG_LEVEL": Tunable("INFO", choices=LOG_LEVELS),
     # Chat socket guardrails (S3): the largest frame in bytes, and frames per socket in a
-    # sliding window of PREVIOUSLY_WS_RATE_SECONDS; more gets a notice and is dropped.
-    "PREVIOUSLY_WS_MAX_FRAME_BYTES": Tunable(64 * 1024, minimum=1024),
+    # sliding window of PREVIOUSLY_WS_RATE_SECONDS; more gets a notice and is dropped. The
+    # default carries a line at PREVIOUSLY_MAX_MESSAGE_CHARS (256 Ki characters, up to 4 bytes
+    # each in UTF-8) with the frame's other fields, so a long line gets the message limit's
+    # refusal, which says what to do, rather than the frame's.
+    "PREVIOUSLY_WS_MAX_FRAME_BYTES": Tunable(1024 * 1024 + 64 * 1024, minimum=1024),
     "PREVIOUSLY_WS_RATE_FRAMES": Tunable(20, minimum=1),
     "PREVIOUSLY_WS_RATE_SECONDS": Tunable(10, minimum=1),
     # Login throttling (S3, django-axes): failures per account and address before a lock-out

@@ -17,6 +17,7 @@ from django.contrib.auth import SESSION_KEY
 from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy
 
+from memory import limits
 from memory.models import Profile
 from memory.models.archive import OBJECT_ID_RE
 from previously.chat import guard, turn
@@ -160,7 +161,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         size = self.limiter.too_large(text_data, bytes_data)
         if size:
             await self.send_html(turn.notice(format_lazy(
-                gettext_lazy("Frame refused: {size} bytes, the limit is {limit}. Nothing was sent."),
+                gettext_lazy("Frame refused: {size} bytes, the limit is {limit} (PREVIOUSLY_WS_MAX_FRAME_BYTES). Nothing was sent."),
                 size=size, limit=self.limiter.max_bytes,
             ), lang=self.profile.language))
             return False
@@ -181,7 +182,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             lang=self.profile.language,
         )
         if action == "send":
-            html = turn.render("busy", mid=str(data.get("mid") or ""), text=str(data.get("text") or "")[: turn.MAX_TEXT],
+            html = turn.render("busy", mid=str(data.get("mid") or ""), text=str(data.get("text") or "")[: limits.MESSAGE.chars],
                                lang=self.profile.language) + html
         await self.send_html(html)
 

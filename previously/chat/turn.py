@@ -18,9 +18,11 @@ from asgiref.sync import async_to_sync
 from django.tasks import task
 from django.template.loader import render_to_string
 from django.utils import timezone
+from django.utils.functional import lazy
 from django.utils.text import format_lazy
 from django.utils.translation import gettext, gettext_lazy, pgettext
 
+from memory import limits
 from memory.archive import MidConflict, MidTombstoned, archive_message
 from memory.card.store import injected_card_for, refresh_injected_card
 from memory.clock import LocalClock, local_clock
@@ -45,12 +47,16 @@ log = logging.getLogger(__name__)
 Send = Callable[[str], Awaitable[None]]
 RECENT_TURNS = 12  # messages of the current slice replayed as chat turns (bounded, O2)
 SAVE_RETRY_SECONDS = [2.0, 15.0, 60.0]  # A3: when an unsaved line (and its reply) is tried again
-MAX_TEXT = 8000  # characters in one user message
 BACKGROUND_TURN_WAIT = 120.0  # seconds a no-JS image reply waits for a turn in flight (S3)
 
 
 class BadFrame(ValueError):
-    """The browser sent something we cannot take; the message says what."""
+    """The browser sent something we cannot take; the message says what. `give_back`: the
+    line's text goes back into the composer (refused, not lost)."""
+
+    def __init__(self, message, *, give_back: bool = False):
+        super().__init__(message)
+        self.give_back = give_back
 
 
 @dataclass(frozen=True)
@@ -68,10 +74,9 @@ class UserFrame:
             raise BadFrame(gettext_lazy("invalid message id: expected c_ and 16 hex digits"))
         if not text.strip():
             raise BadFrame(gettext_lazy("empty message"))
-        if len(text) > MAX_TEXT:
-            raise BadFrame(format_lazy(
-                gettext_lazy("message too long ({count} characters, limit {limit})"), count=len(text), limit=MAX_TEXT
-            ))
+        if limits.MESSAGE.exceeded_by(text):  # S6: said in the profile's language when the notice renders
+            too_long = limits.TextTooLong(limit=limits.MESSAGE, length=len(text))
+            raise BadFrame(lazy(too_long.message, str)(), give_back=True)
         return cls(mid=mid, text=text, local_time=data.get("local_time") or None, tz=data.get("tz") or None)
 
 
@@ -326,7 +331,8 @@ async def handle_send(profile: Profile, data: dict, send: Send, *, stop: asyncio
     try:
         frame = UserFrame.parse(data)
     except BadFrame as exc:
-        await send(notice(exc.args[0], lang=lang))
+        back = render("busy", mid=str(data.get("mid") or ""), text=str(data.get("text") or "")) if exc.give_back else ""
+        await send(back + notice(exc.args[0], lang=lang))
         return
     try:
         archived = await _archive_user(profile, frame)
