@@ -10,10 +10,11 @@ import asyncio
 import json
 import logging
 from importlib import import_module
+from types import SimpleNamespace
 
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
-from django.contrib.auth import SESSION_KEY
+from django.contrib.auth import get_user
 from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy
 
@@ -86,12 +87,14 @@ def _storable(text: str) -> bool:
 
 @db_call
 def _session_alive(scope) -> bool:
-    """S5: the socket's login session still exists for its user (logout flushes it)."""
+    """S5: the socket's login session still logs in its user, as an HTTP request would find it:
+    logout flushes the session; a password change (issue 24 point 9) changes the user's auth
+    hash, which no longer matches the one the session holds (Django's `get_user` checks it)."""
     session = scope.get("session")
     if session is None or not getattr(session, "session_key", None):
         return True  # no cookie session (in-process test scopes): nothing to re-check
     fresh = import_module(settings.SESSION_ENGINE).SessionStore(session_key=session.session_key)
-    return str(fresh.get(SESSION_KEY)) == str(scope["user"].pk)
+    return get_user(SimpleNamespace(session=fresh)).pk == scope["user"].pk
 
 
 class ChatConsumer(AsyncWebsocketConsumer):

@@ -491,14 +491,16 @@ def _prepare_regenerate(profile: Profile, mid: str) -> tuple[Message, Message]:
     if reply is None or reply.mid != mid or reply.speaker != Message.Speaker.ASSISTANT:
         raise Refused(gettext_lazy("Only the last reply can be regenerated."))
     user_line = reply.reply_of
-    if user_line is None or user_line.deleted_at is not None:
+    if user_line is None:  # an imported or older reply: the person's line just before it
         user_line = (
-            Message.objects.for_profile(profile).live().in_slice(reply.slice_id)
+            Message.objects.for_profile(profile).in_slice(reply.slice_id)
             .filter(speaker=Message.Speaker.USER, created_at__lte=reply.created_at)
             .order_by("-created_at", "-id").select_related("slice").first()
         )
     if user_line is None:
         raise Refused(gettext_lazy("That reply answers no line of yours, so it cannot be regenerated."))
+    if user_line.deleted_at is not None:  # issue 24 point 9: never attach it to an earlier line
+        raise Refused(gettext_lazy("The line this reply answers is hidden; restore it to regenerate the reply."))
     if reply.reply_of_id != user_line.pk:
         Message.objects.filter(pk=reply.pk).update(reply_of=user_line)
     hide_message(reply)

@@ -95,3 +95,26 @@ def test_a_trusted_origin_behind_a_proxy_is_taken(settings):
     scope = {"type": "websocket", "scheme": "ws",
              "headers": [(b"host", b"127.0.0.1:8001"), (b"origin", b"https://chat.example.org")]}
     assert same_origin(scope)
+
+
+async def test_a_socket_is_closed_at_its_next_frame_once_its_password_changed():
+    """Issue 24 point 9: the session's auth hash is checked on each frame, as HTTP checks it."""
+    client = await sync_to_async(_login)("fay")
+    sid = client.cookies["sessionid"].value
+    headers = [(b"cookie", f"sessionid={sid}".encode()), (b"host", b"127.0.0.1:8000"),
+               (b"origin", b"http://127.0.0.1:8000")]
+    communicator = WebsocketCommunicator(application, "/ws/chat/owner/", headers=headers)
+    connected, _ = await communicator.connect()
+    assert connected
+
+    def change_password():
+        user = f.UserFactory._meta.model.objects.get(username="fay")
+        user.set_password("a-new-password-123")
+        user.save()
+
+    await sync_to_async(change_password)()
+    await communicator.send_to(text_data=json.dumps({"action": "send", "mid": new_mid(1), "text": "after the change"}))
+    out = await communicator.receive_output(timeout=5)
+    assert out == {"type": "websocket.close", "code": 4401}
+    assert not await sync_to_async(Message.objects.filter(content="after the change").exists)()
+    await communicator.disconnect()

@@ -6,8 +6,10 @@ meets the message's refusal, not the frame's."""
 import pytest
 from channels.db import database_sync_to_async
 from django.conf import settings as django_settings
+from django.utils import timezone
 
-from memory.models import Message
+from memory.models import Message, Profile, Slice
+from previously.chat import prompt
 from tests.previously.chat.conftest import new_mid
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -36,3 +38,16 @@ async def test_a_line_over_the_message_limit_is_refused_and_given_back(connect, 
 def test_the_default_frame_limit_carries_a_line_at_the_message_limit():
     # 4 bytes a character at most in UTF-8, plus the frame's other fields.
     assert django_settings.PREVIOUSLY_WS_MAX_FRAME_BYTES >= 4 * django_settings.PREVIOUSLY_MAX_MESSAGE_CHARS + 4096
+
+
+def test_the_prompt_prefix_cache_is_bounded_in_bytes():
+    """Issue 24 point 5: 1,000 slices' prefixes with a persona at its limit and a long card are
+    ~50 MB of text; the cache keeps at most PREFIX_CACHE_BYTES of them."""
+    prompt._prefix_cache.clear()
+    profile = Profile(persona="p" * 16 * 1024, language="en")
+    started = timezone.now()
+    for n in range(1000):
+        prompt.stable_prefix(profile=profile, slice_=Slice(pk=n + 1, started_at=started), card_text="c" * 8000)
+    assert 0 < prompt._prefix_cache.bytes <= prompt.PREFIX_CACHE_BYTES
+    assert len(prompt._prefix_cache) < 1000
+    prompt._prefix_cache.clear()
