@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
-from django.utils.translation import gettext
+from django.utils.translation import gettext, ngettext
 from PIL import GifImagePlugin, Image, ImageOps, UnidentifiedImageError
 
 from memory.archive import Archived, MidConflict, MidTombstoned, archive_message
@@ -120,10 +120,14 @@ def check_image(data: bytes, *, name: str = "") -> CheckedImage:
         raise ImageRefused(gettext("not an image (JPEG, PNG, GIF or WebP by content)")) from None
     note = ""
     if more:
-        note = gettext(
+        note = ngettext(
+            "Only the first frame of this animation was kept: an animation of %(width)d×%(height)d keeps at most "
+            "%(kept)d frame (a quarter of PREVIOUSLY_IMAGE_MAX_PIXELS, %(pixels)d pixels, across its frames; at most "
+            "PREVIOUSLY_IMAGE_MAX_FRAMES, %(frames)d).",
             "Only the first %(kept)d frames of this animation were kept: an animation of %(width)d×%(height)d "
             "keeps at most %(kept)d frames (a quarter of PREVIOUSLY_IMAGE_MAX_PIXELS, %(pixels)d pixels, across its "
-            "frames; at most PREVIOUSLY_IMAGE_MAX_FRAMES, %(frames)d)."
+            "frames; at most PREVIOUSLY_IMAGE_MAX_FRAMES, %(frames)d).",
+            kept,
         ) % {"kept": kept, "width": width, "height": height, "pixels": pixel_budget()[0], "frames": pixel_budget()[1]}
     return CheckedImage(
         data=data,
