@@ -12,7 +12,7 @@ import pytest
 from django.test.utils import override_settings
 
 from memory.archive import archive_message
-from tests.e2e.test_chat17_browser import ARTIFACTS, LANGS, Chat17Server
+from tests.e2e.test_chat17_browser import LANGS, Chat17Server
 from tests.gif_bomb import bomb_gif
 
 WORDS = {"en": {"plain": "Shown as plain text", "leave": "This link leads out of Previously"},
@@ -39,12 +39,7 @@ class LimitsInTheBrowser(Chat17Server):
         cls.media.cleanup()
 
     def shots(self, page, what: str, lang: str):
-        ARTIFACTS.mkdir(parents=True, exist_ok=True)
-        for width in (1280, 390):
-            page.set_viewport_size({"width": width, "height": 860})
-            page.wait_for_timeout(150)
-            page.screenshot(path=str(ARTIFACTS / f"limits-{what}-{lang}-{width}.png"))
-        page.set_viewport_size({"width": 1280, "height": 860})
+        self.shot(page, what, lang, prefix="limits")
 
     def test_refusals_plain_text_and_the_click_through(self):
         from playwright.sync_api import expect, sync_playwright

@@ -50,14 +50,20 @@ def _login(username="dora"):
     return c
 
 
-async def test_a_socket_is_closed_at_its_next_frame_once_its_session_logged_out():
-    client = await sync_to_async(_login)()
+async def _socket_of(client) -> WebsocketCommunicator:
+    """The chat socket of a logged-in test client, through the whole ASGI stack (its session)."""
     sid = client.cookies["sessionid"].value
     headers = [(b"cookie", f"sessionid={sid}".encode()), (b"host", b"127.0.0.1:8000"),
                (b"origin", b"http://127.0.0.1:8000")]
     communicator = WebsocketCommunicator(application, "/ws/chat/owner/", headers=headers)
     connected, _ = await communicator.connect()
     assert connected
+    return communicator
+
+
+async def test_a_socket_is_closed_at_its_next_frame_once_its_session_logged_out():
+    client = await sync_to_async(_login)()
+    communicator = await _socket_of(client)
     await sync_to_async(client.post)("/logout/")
     await communicator.send_to(text_data=json.dumps({"action": "send", "mid": new_mid(1), "text": "after logout"}))
     out = await communicator.receive_output(timeout=5)
@@ -100,12 +106,7 @@ def test_a_trusted_origin_behind_a_proxy_is_taken(settings):
 async def test_a_socket_is_closed_at_its_next_frame_once_its_password_changed():
     """Issue 24 point 9: the session's auth hash is checked on each frame, as HTTP checks it."""
     client = await sync_to_async(_login)("fay")
-    sid = client.cookies["sessionid"].value
-    headers = [(b"cookie", f"sessionid={sid}".encode()), (b"host", b"127.0.0.1:8000"),
-               (b"origin", b"http://127.0.0.1:8000")]
-    communicator = WebsocketCommunicator(application, "/ws/chat/owner/", headers=headers)
-    connected, _ = await communicator.connect()
-    assert connected
+    communicator = await _socket_of(client)
 
     def change_password():
         user = f.UserFactory._meta.model.objects.get(username="fay")
