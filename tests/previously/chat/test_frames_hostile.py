@@ -22,7 +22,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
     ('{"action": {"a": 1}}', "“action” must be text"),
     ('["send"]', "expected JSON"),
     ('"send"', "expected JSON"),
-    ("[" * 100_000, "Frame refused"),  # the size limit (S3) refuses it before any parse
+    ("[" * 1_200_000, "Frame refused"),  # the size limit (S3) refuses it before any parse
+    ("[" * 100_000, "expected JSON"),  # under it: the parse fails (too deep), a clear notice
     ('{"action": "send", "mid": ["c_0000000000000001"], "text": "hi"}', "“mid” must be text"),
     ('{"action": "send", "mid": "c_0000000000000001", "text": {"x": 1}}', "“text” must be text"),
     ('{"action": "send", "mid": "c_0000000000000001", "text": "bad \\ud800"}', "cannot be stored"),
