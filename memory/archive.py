@@ -44,6 +44,7 @@ class Archived:
     message: Message
     created: bool  # False: the same mid and content were already stored; nothing was written
     closed_slice: Slice | None = None  # the slice this write closed by the idle gap, if any
+    note: str = ""  # what the write left out, for the person (an image's frames over the budget)
 
 
 def slice_gap() -> timedelta:

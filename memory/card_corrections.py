@@ -16,6 +16,7 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext as _
 
+from memory import limits
 from memory.card import Card as ParsedCard
 from memory.card import Header, apply_tool, detect_format, parse, render, stamp
 from memory.card.format import PERSON_REF, CardFormatError
@@ -107,9 +108,20 @@ def _move_last_to(card: ParsedCard, attr: str, index: int) -> ParsedCard:
     return replace(card, **{attr: moved})
 
 
+def _bounded(text: str) -> str:
+    """S6: a hand-written text over PREVIOUSLY_MAX_FIELD_CHARS is refused before the card is
+    read (the card's own, smaller K2 limits then apply to what is left)."""
+    try:
+        limits.FIELD.check(text)
+    except limits.TextTooLong as too_long:
+        raise EditRefused(str(too_long)) from None
+    return text
+
+
 def edit_line(profile: Profile, *, version: int, key: str, text: str, by: str | None = None,
               user=None, now: datetime | None = None) -> Edited:
     """Replace one line's words (its dates kept unless `by` is given), citing the person."""
+    _bounded(text)
     def change(card, today):
         line = _line(card, key)
         old = getattr(card, line.attr)[line.index - 1]
@@ -142,6 +154,7 @@ def add_line(profile: Profile, *, version: int, attr: str, text: str, by: str | 
              user=None, now: datetime | None = None) -> Edited:
     if attr not in ATTRS:
         raise EditRefused(_("unknown section “%(section)s”") % {"section": attr})
+    _bounded(text)
 
     def change(card, today):
         return _add(card, attr, text, profile, day=today, by=by), [], text.strip()
@@ -150,6 +163,8 @@ def add_line(profile: Profile, *, version: int, attr: str, text: str, by: str | 
 
 
 def set_portrait(profile: Profile, *, version: int, text: str, user=None, now: datetime | None = None) -> Edited:
+    _bounded(text)
+
     def change(card, today):
         old = card.portrait
         new = _apply(card, "set_portrait", {"text": text}, profile)

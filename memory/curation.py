@@ -12,6 +12,7 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
+from memory import limits
 from memory.models import (
     Experience,
     ExperienceHistory,
@@ -98,6 +99,10 @@ def add_favourite(*, profile: Profile, message: Message, excerpt: str = "") -> F
     Favouriting the same text again returns the existing favourite.
     """
     excerpt = (excerpt or "").strip()
+    try:
+        limits.FIELD.check(excerpt)  # S6: refused before anything is read or written
+    except limits.TextTooLong as too_long:
+        raise HighlightRefused(str(too_long), "too_long") from None
     with transaction.atomic():
         highlight = add_highlight(
             profile=profile, message=message, text=excerpt or message.content, source=Highlight.Source.USER
@@ -168,6 +173,11 @@ def propose_experience(
     `confirm=True` (the user writing down their own fact) records it active right away.
     """
     title, content = (title or "").strip(), (content or "").strip()
+    try:  # S6: the stored texts' limits, before anything is read or written
+        limits.FIELD.check(content)
+        limits.FIELD.check(reason)
+    except limits.TextTooLong as too_long:
+        raise ExperienceRefused(str(too_long)) from None
     mids = list(dict.fromkeys(m.strip() for m in source_mids or [] if m and m.strip()))
     if not title or not content:
         raise ExperienceRefused("an experience needs a non-empty title and content")

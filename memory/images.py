@@ -11,6 +11,7 @@ path: their file was never migrated.
 """
 
 import base64
+import dataclasses
 import hashlib
 import io
 import logging
@@ -20,8 +21,8 @@ from dataclasses import dataclass
 from django.conf import settings
 from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
-from django.utils.translation import gettext
-from PIL import Image, ImageOps, UnidentifiedImageError
+from django.utils.translation import gettext, ngettext
+from PIL import GifImagePlugin, Image, ImageOps, UnidentifiedImageError
 
 from memory.archive import Archived, MidConflict, MidTombstoned, archive_message
 from memory.models import Message, Profile, Tombstone
@@ -36,9 +37,9 @@ FORMATS = {
     "WEBP": ("image/webp", "webp"),
 }
 THUMB_SIZE = (320, 320)
-# Read from the header before any pixel is decoded (S4): 25 MP (a 6000×4000 photo) decodes
-# to at most ~100 MB; a 7000×7000 PNG of 186 KB is refused without costing 375 MB.
-MAX_PIXELS = 25_000_000
+# A GIF's frames stay palette images (1 byte a pixel, not 4) unless a frame brings its own
+# palette: an animation's decoded size is then about its pixel count.
+GifImagePlugin.LOADING_STRATEGY = GifImagePlugin.LoadingStrategy.RGB_AFTER_DIFFERENT_PALETTE_ONLY
 NAME_MAX = 200
 
 
@@ -60,35 +61,74 @@ class CheckedImage:
     height: int
     sha256: str
     name: str
+    thumb: bytes  # the thumbnail (JPEG), made from the same decode
+    note: str = ""  # what was left out (frames of an animation over the budget), for the person
+
+
+ANIMATION_SHARE = 4  # an animation's frames are held together while written: a quarter of the budget
+
+
+def pixel_budget() -> tuple[int, int]:
+    """(pixels an upload may decode to, frames an animation keeps at most):
+    PREVIOUSLY_IMAGE_MAX_PIXELS and PREVIOUSLY_IMAGE_MAX_FRAMES."""
+    return settings.PREVIOUSLY_IMAGE_MAX_PIXELS, settings.PREVIOUSLY_IMAGE_MAX_FRAMES
+
+
+def frames_within(width: int, height: int) -> int:
+    """How many frames of a width×height animation are kept: as many as fit a quarter of the
+    pixel budget (the writer holds every frame, and compares each with the one before as
+    full-colour canvases), at most PREVIOUSLY_IMAGE_MAX_FRAMES, and always the first."""
+    pixels, frames = pixel_budget()
+    return max(1, min(frames, pixels // ANIMATION_SHARE // max(1, width * height)))
 
 
 def check_image(data: bytes, *, name: str = "") -> CheckedImage:
-    """The bytes as a checked image; refuses by size and by content, never by file name."""
+    """The bytes as a checked image; refuses by size and by content, never by file name.
+
+    S4/S6 (issue 24 point 2): the canvas is read from the header before any pixel is decoded
+    and the pixels × frames are bounded before decoding: a still image over
+    PREVIOUSLY_IMAGE_MAX_PIXELS is refused; an animation keeps the frames that fit it (and
+    PREVIOUSLY_IMAGE_MAX_FRAMES), the rest are left out and `note` says so."""
     limit = settings.PREVIOUSLY_IMAGE_MAX_BYTES
     if len(data) > limit:
-        raise ImageRefused(gettext("image too large (%(size)d bytes, limit %(limit)d)") % {"size": len(data), "limit": limit}, status=413)
+        raise ImageRefused(gettext("image too large (%(size)d bytes, limit %(limit)d, PREVIOUSLY_IMAGE_MAX_BYTES)") % {"size": len(data), "limit": limit}, status=413)
     if not data:
         raise ImageRefused(gettext("empty file"))
     try:
         with Image.open(io.BytesIO(data)) as probe:
             fmt = probe.format
             width, height = probe.size
-            if width * height > MAX_PIXELS:
-                raise ImageRefused(gettext("image too large (%(width)d×%(height)d pixels)") % {"width": width, "height": height}, status=413)
+            if width * height > pixel_budget()[0]:
+                raise ImageRefused(gettext(
+                    "image too large (%(width)d×%(height)d pixels, limit %(limit)d pixels, PREVIOUSLY_IMAGE_MAX_PIXELS)"
+                ) % {"width": width, "height": height, "limit": pixel_budget()[0]}, status=413)
             probe.verify()  # structure check; a truncated or forged file fails here
-        with Image.open(io.BytesIO(data)) as full:
-            full.load()  # verify() does not decode the pixels; this does
     except ImageRefused:
         raise
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError, Image.DecompressionBombError):
+    except Image.DecompressionBombError:  # Pillow's own check (MAX_IMAGE_PIXELS, memory/apps.py), over twice the budget
+        raise ImageRefused(gettext(
+            "image too large (more than %(limit)d pixels, PREVIOUSLY_IMAGE_MAX_PIXELS)"
+        ) % {"limit": pixel_budget()[0]}, status=413) from None
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError):
         raise ImageRefused(gettext("not an image (JPEG, PNG, GIF or WebP by content)")) from None
     if fmt not in FORMATS:
         raise ImageRefused(gettext("unsupported image format %(format)s; send JPEG, PNG, GIF or WebP") % {"format": fmt})
     content_type, ext = FORMATS[fmt]
     try:
-        data = reencode(data, fmt)
-    except (OSError, ValueError, SyntaxError, Image.DecompressionBombError):
+        data, thumb, kept, more = reencode(data, fmt)  # the one decode of the pixels
+    except (OSError, ValueError, SyntaxError, EOFError, Image.DecompressionBombError):
         raise ImageRefused(gettext("not an image (JPEG, PNG, GIF or WebP by content)")) from None
+    note = ""
+    if more:
+        note = ngettext(
+            "Only the first frame of this animation was kept: an animation of %(width)d×%(height)d keeps at most "
+            "%(kept)d frame (a quarter of PREVIOUSLY_IMAGE_MAX_PIXELS, %(pixels)d pixels, across its frames; at most "
+            "PREVIOUSLY_IMAGE_MAX_FRAMES, %(frames)d).",
+            "Only the first %(kept)d frames of this animation were kept: an animation of %(width)d×%(height)d "
+            "keeps at most %(kept)d frames (a quarter of PREVIOUSLY_IMAGE_MAX_PIXELS, %(pixels)d pixels, across its "
+            "frames; at most PREVIOUSLY_IMAGE_MAX_FRAMES, %(frames)d).",
+            kept,
+        ) % {"kept": kept, "width": width, "height": height, "pixels": pixel_budget()[0], "frames": pixel_budget()[1]}
     return CheckedImage(
         data=data,
         content_type=content_type,
@@ -97,29 +137,64 @@ def check_image(data: bytes, *, name: str = "") -> CheckedImage:
         height=height,
         sha256=hashlib.sha256(data).hexdigest(),
         name=_clean_name(name),
+        thumb=thumb,
+        note=note,
     )
 
 
-def reencode(data: bytes, fmt: str) -> bytes:
+def reencode(data: bytes, fmt: str) -> tuple[bytes, bytes, int, bool]:
     """S4: the image decoded and written again in its own format, so what is stored is only
     pixels — no trailing bytes, comments or metadata a polyglot (GIF/JS, PNG/HTML) hides in.
-    The EXIF orientation is applied first; animations keep their frames."""
+    The EXIF orientation is applied first. An animation keeps the frames within the budget
+    (`frames_within`), read one at a time. The thumbnail comes from the same decode.
+    (bytes, thumbnail, frames kept, whether frames were left out)."""
     with Image.open(io.BytesIO(data)) as image:
         animated = getattr(image, "is_animated", False) and fmt in ("GIF", "WEBP")
         out = io.BytesIO()
         if animated:
-            image.save(out, fmt, save_all=True, loop=image.info.get("loop", 0),
+            allowed = frames_within(*image.size)
+            kept = _frames(image, allowed)
+            first = next(kept)
+            first.save(out, fmt, save_all=True, append_images=kept, loop=image.info.get("loop", 0),
                        duration=image.info.get("duration", 100))
+            count, more = image.tell() + 1, _has_frame(image, allowed)
+            return out.getvalue(), thumbnail(first), count, more
+        image.load()
+        ImageOps.exif_transpose(image, in_place=True)  # no copy of the pixels
+        frame = image
+        if fmt == "JPEG":
+            frame = frame if frame.mode in ("RGB", "L") else frame.convert("RGB")
+            frame.save(out, "JPEG", quality=90)
+        elif fmt == "WEBP":
+            frame.save(out, "WEBP", quality=90)
         else:
-            frame = ImageOps.exif_transpose(image)
-            if fmt == "JPEG":
-                frame = frame if frame.mode in ("RGB", "L") else frame.convert("RGB")
-                frame.save(out, "JPEG", quality=90)
-            elif fmt == "WEBP":
-                frame.save(out, "WEBP", quality=90)
-            else:
-                frame.save(out, fmt)
-    return out.getvalue()
+            frame.save(out, fmt)
+        return out.getvalue(), thumbnail(frame), 1, False
+
+
+def _frames(image: Image.Image, allowed: int):
+    """The first `allowed` frames of an animation, each a copy made as the writer asks for it
+    (so at most the writer's own frames are held); stops at a frame whose size is not the canvas's."""
+    canvas = image.size
+    for index in range(allowed):
+        if index:
+            try:
+                image.seek(index)
+            except EOFError:
+                return
+        if image.size != canvas:
+            return
+        yield image.copy()
+
+
+def _has_frame(image: Image.Image, index: int) -> bool:
+    """Whether the animation has a frame `index` (one frame past the kept ones: decoded, within
+    the budget's cost of one more canvas)."""
+    try:
+        image.seek(index)
+    except EOFError:
+        return False
+    return True
 
 
 def sniff(stream) -> str | None:
@@ -137,20 +212,24 @@ def _clean_name(name: str) -> str:
     return "".join(c for c in name if c.isprintable())[:NAME_MAX] or "image"
 
 
-def make_thumbnail(data: bytes) -> bytes:
-    """A JPEG no larger than THUMB_SIZE (first frame of an animation; transparency on white)."""
-    with Image.open(io.BytesIO(data)) as image:
-        image.seek(0)
-        image.thumbnail(THUMB_SIZE)
-        if image.mode in ("RGBA", "LA", "P"):
-            image = image.convert("RGBA")
-            background = Image.new("RGB", image.size, (255, 255, 255))
-            background.paste(image, mask=image.getchannel("A"))
-            image = background
-        elif image.mode != "RGB":
-            image = image.convert("RGB")
-        out = io.BytesIO()
-        image.save(out, "JPEG", quality=82, optimize=True)
+def thumbnail(image: Image.Image) -> bytes:
+    """A JPEG no larger than THUMB_SIZE of a decoded frame (transparency on white). The frame
+    is shrunk in place: this is the last use of its full pixels. An image with transparency is
+    first brought near the size by nearest-neighbour (Pillow's filters would copy the whole
+    canvas to premultiply its alpha), then filtered."""
+    near = (THUMB_SIZE[0] * 4, THUMB_SIZE[1] * 4)
+    if image.mode in ("RGBA", "LA", "PA") and (image.width > near[0] or image.height > near[1]):
+        image = ImageOps.contain(image, near, Image.Resampling.NEAREST)
+    image.thumbnail(THUMB_SIZE)
+    if image.mode in ("RGBA", "LA", "P", "PA"):
+        image = image.convert("RGBA")
+        background = Image.new("RGB", image.size, (255, 255, 255))
+        background.paste(image, mask=image.getchannel("A"))
+        image = background
+    elif image.mode != "RGB":
+        image = image.convert("RGB")
+    out = io.BytesIO()
+    image.save(out, "JPEG", quality=82, optimize=True)
     return out.getvalue()
 
 
@@ -181,7 +260,7 @@ def store_image_message(
     path = default_storage.save(f"{base}.{checked.ext}", ContentFile(checked.data))
     written = [path]
     try:
-        thumb = default_storage.save(f"{base}.thumb.jpg", ContentFile(make_thumbnail(checked.data)))
+        thumb = default_storage.save(f"{base}.thumb.jpg", ContentFile(checked.thumb))
         written.append(thumb)
         attachment = {
             "path": path,
@@ -202,7 +281,7 @@ def store_image_message(
         raise
     if not archived.created:  # a concurrent upload of the same mid won; keep its files
         _remove([p for p in written if p not in _paths(archived.message)])
-    return archived
+    return dataclasses.replace(archived, note=checked.note) if checked.note else archived
 
 
 def _paths(message: Message) -> list[str]:

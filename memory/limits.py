@@ -9,6 +9,7 @@ in the active language. Callers check before they write anything, so a refusal s
 from dataclasses import dataclass
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.utils.functional import Promise
 from django.utils.translation import gettext, gettext_lazy
 
@@ -32,6 +33,8 @@ class TextTooLong(ValueError):
         text = gettext(
             "%(what)s is %(length)s characters long; the limit is %(limit)s (%(setting)s)."
         ) % params
+        if self.limit.advice:
+            text = f"{text} {self.limit.advice}"
         return f"{self.record}: {text}" if self.record else text
 
 
@@ -41,6 +44,7 @@ class TextLimit:
 
     setting: str
     what: str | Promise
+    advice: str | Promise = ""  # what the person can do instead, said after the refusal
 
     @property
     def chars(self) -> int:
@@ -54,7 +58,17 @@ class TextLimit:
         if self.exceeded_by(text):
             raise TextTooLong(limit=self, length=len(text), record=record)
 
+    def validator(self, value) -> None:
+        """A form field's validator: the same refusal as a ValidationError (nothing is saved)."""
+        try:
+            self.check(value)
+        except TextTooLong as too_long:
+            raise ValidationError(str(too_long), code="too_long") from None
 
-MESSAGE = TextLimit("PREVIOUSLY_MAX_MESSAGE_CHARS", gettext_lazy("A message"))
+
+MESSAGE = TextLimit(
+    "PREVIOUSLY_MAX_MESSAGE_CHARS", gettext_lazy("A message"),
+    gettext_lazy("Nothing was saved: shorten it, or send it in several messages."),
+)
 PERSONA = TextLimit("PREVIOUSLY_MAX_PERSONA_CHARS", gettext_lazy("A persona"))
 FIELD = TextLimit("PREVIOUSLY_MAX_FIELD_CHARS", gettext_lazy("This text"))

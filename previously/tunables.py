@@ -146,6 +146,12 @@ TUNABLES: dict[str, Tunable] = {
     # Image messages (SPEC A7): the largest upload in bytes (the type is checked by content);
     # whether the model takes images (image_url parts; 0 sends an "[image: …]" stand-in).
     "PREVIOUSLY_IMAGE_MAX_BYTES": Tunable(8 * 1024 * 1024, minimum=1),
+    # Issue 24 point 2 (S4, S6): the pixels an upload may decode to, every frame of an animation
+    # counted (read from the header before decoding; a still image over it is refused, an
+    # animation keeps the frames that fit), and the frames an animation keeps at most. 16 MP is
+    # a 4000×4000 photo: decoding and re-encoding it stays near 1 s and 100 MB.
+    "PREVIOUSLY_IMAGE_MAX_PIXELS": Tunable(16_000_000, minimum=1),
+    "PREVIOUSLY_IMAGE_MAX_FRAMES": Tunable(200, minimum=1),
     "PREVIOUSLY_LLM_IMAGES": Tunable(True),
     # Proactive messages (K15): per profile and local day (the legacy count is honoured); a
     # welcome-back after this many hours away (needs a model); the Horizon check period in
@@ -171,8 +177,11 @@ TUNABLES: dict[str, Tunable] = {
     "PREVIOUSLY_DB_THREADS": Tunable(4, minimum=1),
     "PREVIOUSLY_LOG_LEVEL": Tunable("INFO", choices=LOG_LEVELS),
     # Chat socket guardrails (S3): the largest frame in bytes, and frames per socket in a
-    # sliding window of PREVIOUSLY_WS_RATE_SECONDS; more gets a notice and is dropped.
-    "PREVIOUSLY_WS_MAX_FRAME_BYTES": Tunable(64 * 1024, minimum=1024),
+    # sliding window of PREVIOUSLY_WS_RATE_SECONDS; more gets a notice and is dropped. The
+    # default carries a line at PREVIOUSLY_MAX_MESSAGE_CHARS (256 Ki characters, up to 4 bytes
+    # each in UTF-8) with the frame's other fields, so a long line gets the message limit's
+    # refusal, which says what to do, rather than the frame's.
+    "PREVIOUSLY_WS_MAX_FRAME_BYTES": Tunable(1024 * 1024 + 64 * 1024, minimum=1024),
     "PREVIOUSLY_WS_RATE_FRAMES": Tunable(20, minimum=1),
     "PREVIOUSLY_WS_RATE_SECONDS": Tunable(10, minimum=1),
     # Login throttling (S3, django-axes): failures per account and address before a lock-out
@@ -201,6 +210,9 @@ TUNABLES: dict[str, Tunable] = {
     # change made by another one.
     "PREVIOUSLY_CONNECTION_SECRET": Tunable(""),
     "PREVIOUSLY_CONNECTION_CHECK_SECONDS": Tunable(5, minimum=0),
+    # Issue 24 point 4: a reply longer than this is shown as plain text, not Markdown
+    # (markdown-it is pure Python; its slowest inputs cost ~10 µs a character on a quiet CPU).
+    "PREVIOUSLY_MARKDOWN_MAX_CHARS": Tunable(20_000, minimum=1000),
 }
 
 

@@ -10,13 +10,15 @@ import asyncio
 import json
 import logging
 from importlib import import_module
+from types import SimpleNamespace
 
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.conf import settings
-from django.contrib.auth import SESSION_KEY
+from django.contrib.auth import get_user
 from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy
 
+from memory import limits
 from memory.models import Profile
 from memory.models.archive import OBJECT_ID_RE
 from previously.chat import guard, turn
@@ -85,12 +87,14 @@ def _storable(text: str) -> bool:
 
 @db_call
 def _session_alive(scope) -> bool:
-    """S5: the socket's login session still exists for its user (logout flushes it)."""
+    """S5: the socket's login session still logs in its user, as an HTTP request would find it:
+    logout flushes the session; a password change (issue 24 point 9) changes the user's auth
+    hash, which no longer matches the one the session holds (Django's `get_user` checks it)."""
     session = scope.get("session")
     if session is None or not getattr(session, "session_key", None):
         return True  # no cookie session (in-process test scopes): nothing to re-check
     fresh = import_module(settings.SESSION_ENGINE).SessionStore(session_key=session.session_key)
-    return str(fresh.get(SESSION_KEY)) == str(scope["user"].pk)
+    return get_user(SimpleNamespace(session=fresh)).pk == scope["user"].pk
 
 
 class ChatConsumer(AsyncWebsocketConsumer):
@@ -167,7 +171,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         size = self.limiter.too_large(text_data, bytes_data)
         if size:
             await self.send_html(turn.notice(format_lazy(
-                gettext_lazy("Frame refused: {size} bytes, the limit is {limit}. Nothing was sent."),
+                gettext_lazy("Frame refused: {size} bytes, the limit is {limit} (PREVIOUSLY_WS_MAX_FRAME_BYTES). Nothing was sent."),
                 size=size, limit=self.limiter.max_bytes,
             ), lang=self.profile.language))
             return False
@@ -188,7 +192,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             lang=self.profile.language,
         )
         if action == "send":
-            html = turn.render("busy", mid=str(data.get("mid") or ""), text=str(data.get("text") or "")[: turn.MAX_TEXT],
+            html = turn.render("busy", mid=str(data.get("mid") or ""), text=str(data.get("text") or "")[: limits.MESSAGE.chars],
                                lang=self.profile.language) + html
         await self.send_html(html)
 

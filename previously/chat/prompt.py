@@ -6,7 +6,6 @@ provider's prompt cache keeps hitting; it is cached per slice here.
 """
 
 import re
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -16,10 +15,13 @@ from memory.models import Message, Profile, Slice
 from memory.models.archive import OBJECT_ID_RE
 from memory.prompt_boundary import CLOSE, OPEN, neutralise, quote, quote_inline  # noqa: F401 - the prompt's API
 from memory.recall.context import Recalled
+from previously.chat.lru import ByteLRU, size_of
 
 DAY_KEY_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
-PREFIX_CACHE_SIZE = 512
-_prefix_cache: OrderedDict[tuple, str] = OrderedDict()
+# Issue 24 point 5: bounded in bytes, not entries (a persona may be 16 Ki characters, a card
+# several thousand): the prefixes of the slices in use, the least recently used dropped first.
+PREFIX_CACHE_BYTES = 8 * 1024 * 1024
+_prefix_cache = ByteLRU(PREFIX_CACHE_BYTES)
 
 
 @dataclass(frozen=True)
@@ -117,15 +119,12 @@ def stable_prefix(*, profile: Profile, slice_: Slice, card_text: str) -> str:
     key = (slice_.pk, slice_.started_at, profile.language, card_text)
     cached = _prefix_cache.get(key)
     if cached is not None:
-        _prefix_cache.move_to_end(key)
         return cached
     w = words_for(profile)
     persona = profile.persona.strip() or w.not_set
     card = quote(card_text.strip()) if card_text.strip() else w.no_card
     prefix = f"{w.constitution}\n{persona}\n\n{w.card}\n{card}\n\n{w.safety}"
-    _prefix_cache[key] = prefix
-    if len(_prefix_cache) > PREFIX_CACHE_SIZE:
-        _prefix_cache.popitem(last=False)
+    _prefix_cache.put(key, prefix, size=size_of(prefix) + size_of(card_text))  # the key holds the card
     return prefix
 
 

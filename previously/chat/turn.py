@@ -18,9 +18,11 @@ from asgiref.sync import async_to_sync
 from django.tasks import task
 from django.template.loader import render_to_string
 from django.utils import timezone
+from django.utils.functional import lazy
 from django.utils.text import format_lazy
 from django.utils.translation import gettext, gettext_lazy, pgettext
 
+from memory import limits
 from memory.archive import MidConflict, MidTombstoned, archive_message
 from memory.card.store import injected_card_for, refresh_injected_card
 from memory.clock import LocalClock, local_clock
@@ -33,7 +35,7 @@ from memory.recall.budget import approx_tokens
 from memory.recall.context import Recalled
 from previously.agent.briefing import arrival_briefing
 from previously.agent.lifecycle import after_reply, archive_line
-from previously.chat import guard, markers, prompt
+from previously.chat import guard, markdown, markers, prompt
 from previously.chat.db import db_call
 from previously.i18n import for_profile
 from previously.llm import ProviderError, gate, get_provider
@@ -46,12 +48,16 @@ log = logging.getLogger(__name__)
 Send = Callable[[str], Awaitable[None]]
 RECENT_TURNS = 12  # messages of the current slice replayed as chat turns (bounded, O2)
 SAVE_RETRY_SECONDS = [2.0, 15.0, 60.0]  # A3: when an unsaved line (and its reply) is tried again
-MAX_TEXT = 8000  # characters in one user message
 BACKGROUND_TURN_WAIT = 120.0  # seconds a no-JS image reply waits for a turn in flight (S3)
 
 
 class BadFrame(ValueError):
-    """The browser sent something we cannot take; the message says what."""
+    """The browser sent something we cannot take; the message says what. `give_back`: the
+    line's text goes back into the composer (refused, not lost)."""
+
+    def __init__(self, message, *, give_back: bool = False):
+        super().__init__(message)
+        self.give_back = give_back
 
 
 @dataclass(frozen=True)
@@ -69,10 +75,9 @@ class UserFrame:
             raise BadFrame(gettext_lazy("invalid message id: expected c_ and 16 hex digits"))
         if not text.strip():
             raise BadFrame(gettext_lazy("empty message"))
-        if len(text) > MAX_TEXT:
-            raise BadFrame(format_lazy(
-                gettext_lazy("message too long ({count} characters, limit {limit})"), count=len(text), limit=MAX_TEXT
-            ))
+        if limits.MESSAGE.exceeded_by(text):  # S6: said in the profile's language when the notice renders
+            too_long = limits.TextTooLong(limit=limits.MESSAGE, length=len(text))
+            raise BadFrame(lazy(too_long.message, str)(), give_back=True)
         return cls(mid=mid, text=text, local_time=data.get("local_time") or None, tz=data.get("tz") or None)
 
 
@@ -327,7 +332,8 @@ async def handle_send(profile: Profile, data: dict, send: Send, *, stop: asyncio
     try:
         frame = UserFrame.parse(data)
     except BadFrame as exc:
-        await send(notice(exc.args[0], lang=lang))
+        back = render("busy", mid=str(data.get("mid") or ""), text=str(data.get("text") or "")) if exc.give_back else ""
+        await send(back + notice(exc.args[0], lang=lang))
         return
     try:
         archived = await _archive_user(profile, frame)
@@ -351,6 +357,7 @@ async def handle_send(profile: Profile, data: dict, send: Send, *, stop: asyncio
     if not archived.created:
         existing = await _reply_after(user_message)
         if existing is not None:  # a resend after a reconnect: show what is stored, write nothing
+            await markdown.warm([existing.content])  # issue 24 point 4: rendered off the loop
             await send(render_message(existing, profile=profile, lang=lang, reply_to=user_message.mid))
             return
     await reply_to(profile, user_message, send, local_time=frame.local_time, stop=stop)
@@ -371,6 +378,7 @@ async def handle_resync(profile: Profile, data: dict, send: Send) -> None:
     outage). Each line swaps in by id, so a line already shown is replaced, never doubled."""
     after = str(data.get("after") or "")
     lines = await _lines_after(profile, after) if after else []
+    await markdown.warm([m.content for m in lines if m.speaker == Message.Speaker.ASSISTANT])  # off the loop
     for message in lines:
         await send(render_message(message, profile=profile, lang=profile.language))
 
@@ -385,6 +393,7 @@ async def handle_reply(profile: Profile, data: dict, send: Send, *, stop: asynci
     await send(render_message(user_message, profile=profile, lang=lang))
     existing = await _reply_after(user_message)
     if existing is not None:  # a resend: show what is stored, write nothing
+        await markdown.warm([existing.content])  # issue 24 point 4: rendered off the loop
         await send(render_message(existing, profile=profile, lang=lang, reply_to=user_message.mid))
         return
     await reply_to(profile, user_message, send, local_time=data.get("local_time") or None, stop=stop)
@@ -495,14 +504,16 @@ def _prepare_regenerate(profile: Profile, mid: str) -> tuple[Message, Message]:
     if reply is None or reply.mid != mid or reply.speaker != Message.Speaker.ASSISTANT:
         raise Refused(gettext_lazy("Only the last reply can be regenerated."))
     user_line = reply.reply_of
-    if user_line is None or user_line.deleted_at is not None:
+    if user_line is None:  # an imported or older reply: the person's line just before it
         user_line = (
-            Message.objects.for_profile(profile).live().in_slice(reply.slice_id)
+            Message.objects.for_profile(profile).in_slice(reply.slice_id)
             .filter(speaker=Message.Speaker.USER, created_at__lte=reply.created_at)
             .order_by("-created_at", "-id").select_related("slice").first()
         )
     if user_line is None:
         raise Refused(gettext_lazy("That reply answers no line of yours, so it cannot be regenerated."))
+    if user_line.deleted_at is not None:  # issue 24 point 9: never attach it to an earlier line
+        raise Refused(gettext_lazy("The line this reply answers is hidden; restore it to regenerate the reply."))
     if reply.reply_of_id != user_line.pk:
         Message.objects.filter(pk=reply.pk).update(reply_of=user_line)
     hide_message(reply)
@@ -542,6 +553,7 @@ async def handle_choose(profile: Profile, data: dict, send: Send) -> None:
     except Refused as refused:
         await send(notice(refused.args[0], lang=profile.language))
         return
+    await markdown.warm([target.content])  # issue 24 point 4: rendered off the loop
     await send(render_message(target, profile=profile, lang=profile.language, oob=f"outerHTML:#msg-{shown}"))
 
 
@@ -641,6 +653,7 @@ async def reply_to(
             message_type=kind, created_at=timezone.now(), tz=user_message.tz,
         )
         await guard.reply_archived()  # S3: the profile may start its next turn now
+        await markdown.warm([content])  # issue 24 point 4: rendered off the loop
         await send(render_message(reply, lang=lang, oob=f"outerHTML:#reply-{umid}", notice="pending", reply_to=umid, error=error))
         return reply
     try:
@@ -659,6 +672,7 @@ async def reply_to(
     if reply.pk:
         await db_call(mark_alternatives)([reply])
     await guard.reply_archived()  # S3: the profile may start its next turn now
+    await markdown.warm([content])  # issue 24 point 4: rendered off the loop
     await send(render_message(reply, profile=profile, lang=lang, oob=f"outerHTML:#reply-{umid}", notice=note, reply_to=umid, error=error))
     if not error and not stopped:
         # Offline too: a "remember…" request then records a run skipped for want of a model (K10, K11).

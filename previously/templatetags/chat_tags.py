@@ -2,12 +2,10 @@
 
 from django import template
 from django.utils import timezone
-from django.utils.html import conditional_escape
-from django.utils.safestring import mark_safe
 
 from memory.clock import zone_named
 from previously import i18n
-from previously.chat.markdown import MAX_RENDER, render_markdown
+from previously.chat.markdown import display_html
 
 register = template.Library()
 
@@ -29,7 +27,6 @@ def interface_language(code: str) -> str:
 
 @register.filter
 def markdown(text: str) -> str:
-    """U1: a finished reply's Markdown, rendered and sanitised (previously/chat/markdown.py)."""
-    if len(text or "") > MAX_RENDER:
-        return conditional_escape(text)
-    return mark_safe(render_markdown(text))  # noqa: S308 - nh3 output: only the allow-listed tags
+    """U1: a finished reply's Markdown, rendered and sanitised, cached, bounded in size
+    (previously/chat/markdown.py)."""
+    return display_html(text)

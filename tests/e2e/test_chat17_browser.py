@@ -58,12 +58,12 @@ class Chat17Server(LiveChatServer):
         page.wait_for_function("() => window.htmx && document.querySelector('[ws-connect]')")
         page.wait_for_timeout(400)  # let the socket open
 
-    def shot(self, page, name: str, lang: str):
+    def shot(self, page, name: str, lang: str, *, prefix: str = "chat17"):
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
         for width in (1280, 390):
             page.set_viewport_size({"width": width, "height": 860})
             page.wait_for_timeout(150)
-            page.screenshot(path=str(ARTIFACTS / f"chat17-{name}-{lang}-{width}.png"))
+            page.screenshot(path=str(ARTIFACTS / f"{prefix}-{name}-{lang}-{width}.png"))
         page.set_viewport_size({"width": 1280, "height": 860})
 
     def say(self, page, text: str):

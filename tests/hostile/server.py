@@ -2,6 +2,7 @@
 with bounded bodies) in its own process on a free loopback port, on a scratch SQLite database,
 with helpers to measure its memory and how long other requests take while it is attacked."""
 
+import os
 import socket
 import statistics
 import threading
@@ -93,3 +94,9 @@ class Probe:
         ms = sorted(s * 1000 for s in self.latencies)
         return (f"{len(ms)} probes, median {statistics.median(ms):.1f} ms, "
                 f"max {ms[-1]:.1f} ms")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time the process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")

@@ -13,6 +13,7 @@ urlpatterns = [
     path("chat/conversations/", views.conversations, name="chat_conversations"),
     path("chat/conversations/<str:key>/", views.conversation, name="chat_conversation"),
     path("chat/why/<str:mid>/", views.why, name="chat_why"),
+    path("chat/leave/", views.leave, name="chat_leave"),
     path("images/<int:pk>/", views.image, name="chat_image"),
     path("images/<int:pk>/thumb/", views.image, {"thumb": True}, name="chat_image_thumb"),
 ]

@@ -11,6 +11,7 @@ from django.urls import reverse
 from django.utils.translation import gettext
 from django.views.decorators.http import require_GET, require_POST
 
+from memory import limits
 from memory.archive import MidConflict, MidTombstoned
 from memory.curation import HighlightRefused, add_favourite, remove_favourite
 from memory.images import ImageRefused, sniff, store_image_message, stored_path
@@ -18,6 +19,7 @@ from memory.models import Experience, Favourite, Highlight, Message, Profile, Sl
 from memory.models.archive import USER_MID_RE, is_slice_key
 from previously.agent.lifecycle import archive_line
 from previously.agent.lifecycle import new_conversation as start_new_conversation
+from previously.chat.markdown import link_host
 from previously.chat.turn import mark_alternatives, reply_in_background
 from previously.llm import get_provider
 from previously.pages.current_profile import current_profile
@@ -182,13 +184,17 @@ def upload_image(request):
         return _refused(gettext("no image in the request"), 400)
     limit = settings.PREVIOUSLY_IMAGE_MAX_BYTES
     if upload.size > limit:  # refused before reading it into memory
-        return _refused(gettext("image too large (%(size)d bytes, limit %(limit)d)") % {"size": upload.size, "limit": limit}, 413)
+        return _refused(gettext("image too large (%(size)d bytes, limit %(limit)d, PREVIOUSLY_IMAGE_MAX_BYTES)") % {"size": upload.size, "limit": limit}, 413)
+    caption = request.POST.get("text", "").strip()
+    try:
+        limits.MESSAGE.check(caption)  # S6: a caption is a chat line (nothing is stored)
+    except limits.TextTooLong as too_long:
+        return _refused(f"{too_long}", 413)
     try:
         # A slice it closes gets its snapshot and evolution, as for a text message.
         archived = archive_line(
             store_image_message, profile=profile, mid=mid, data=upload.read(), name=upload.name or "",
-            caption=request.POST.get("text", "").strip()[:8000],
-            tz=request.POST.get("tz") or None, local_time=request.POST.get("local_time") or None,
+            caption=caption, tz=request.POST.get("tz") or None, local_time=request.POST.get("local_time") or None,
         )
     except ImageRefused as refused:
         return _refused(refused.reason, refused.status)
@@ -201,9 +207,12 @@ def upload_image(request):
         # reply is in the archive at the next load.
         if archived.created:
             reply_in_background.enqueue(profile.pk, mid)
+        if archived.note:
+            flash.info(request, archived.note)
         return redirect("home")
     response = render(
-        request, "chat/chat.html#appended", {"message": archived.message, "lang": profile.language},
+        request, "chat/chat.html#appended", {"message": archived.message, "lang": profile.language,
+                                             "note": archived.note},
         status=201 if archived.created else 200,
     )
     response["X-Message-Mid"] = archived.message.mid
@@ -286,7 +295,19 @@ def unfavourite_line(request, pk: int):
                    "lang": profile.language}
         return render(request, "chat/chat.html#fav", context)
     flash.success(request, gettext("Removed from favourites"))
-    return redirect(request.POST.get("next") or f"{reverse('home')}#msg-{message.mid}")
+    return redirect(local_path(request.POST.get("next")) or f"{reverse('home')}#msg-{message.mid}")
+
+
+@login_required
+@require_GET
+def leave(request):
+    """Issue 24 point 9: the click-through for a link in a reply that leads to another host:
+    the whole address and its host, shown before anyone goes there (the link itself carries
+    rel="noopener noreferrer"). Anything but an http(s) address with a host is refused."""
+    to = request.GET.get("to", "")
+    host = link_host(to)
+    context = {"profile": current_profile(request), "to": to if host else "", "host": host}
+    return render(request, "chat/leave.html", context, status=200 if host else 400)
 
 
 class _Gone:

@@ -5,13 +5,16 @@ import re
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
+from memory import limits
 from memory.models import Experience, Relation
 
 
 class ExperienceForm(forms.Form):
     title = forms.CharField(max_length=300, label=_("Title"))
-    content = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), label=_("Content"))
+    content = forms.CharField(widget=forms.Textarea(attrs={"rows": 3}), label=_("Content"),
+                              validators=[limits.FIELD.validator])  # S6
     source_mids = forms.CharField(
+        validators=[limits.FIELD.validator],
         label=_("Source message ids"),
         help_text=_("One or more message ids (c_…/a_…), separated by spaces or commas."),
     )
@@ -27,7 +30,8 @@ class ExperienceForm(forms.Form):
 
 class ExperienceEditForm(forms.Form):
     title = forms.CharField(max_length=300, label=_("Title"))
-    content = forms.CharField(widget=forms.Textarea(attrs={"rows": 4}), label=_("Content"))
+    content = forms.CharField(widget=forms.Textarea(attrs={"rows": 4}), label=_("Content"),
+                              validators=[limits.FIELD.validator])  # S6
     event_time = forms.DateTimeField(
         required=False, label=_("When it happened"), widget=forms.DateTimeInput(attrs={"type": "datetime-local"})
     )

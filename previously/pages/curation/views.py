@@ -20,6 +20,7 @@ from django.utils.translation import gettext, gettext_lazy
 from django.views.decorators.http import require_POST
 from django_htmx.http import trigger_client_event
 
+from memory import limits
 from memory.curation import (
     ExperienceRefused,
     HighlightRefused,
@@ -328,11 +329,12 @@ def experience_action(request, profile_key, eid, action):
     experience = get_object_or_404(Experience.objects.live(), profile=profile, eid=eid)
     reason = request.POST.get("reason", "")
     try:
+        limits.FIELD.check(reason)  # S6: kept in the history; refused before anything changes
         if action == "delete":
             experience.soft_delete(by=request.user, reason=reason)
         else:
             getattr(experience, action)(by=request.user, reason=reason)
-    except ExperienceStateError as e:
+    except (ExperienceStateError, limits.TextTooLong) as e:
         flash.error(request, str(e))
     if request.htmx:
         if experience.deleted_at:
@@ -367,8 +369,10 @@ def experience_merge(request, profile_key, eid):
     survivor = get_object_or_404(Experience.objects.live(), profile=profile, eid=eid)
     other = get_object_or_404(Experience.objects.live(), profile=profile, eid=request.POST.get("other", ""))
     try:
-        survivor.merge(other, by=request.user, reason=request.POST.get("reason", ""))
-    except ExperienceStateError as e:
+        reason = request.POST.get("reason", "")
+        limits.FIELD.check(reason)  # S6
+        survivor.merge(other, by=request.user, reason=reason)
+    except (ExperienceStateError, limits.TextTooLong) as e:
         flash.error(request, str(e))
     else:
         flash.success(request, gettext("Merged “%(other)s” into “%(survivor)s”.") % {"other": other.title, "survivor": survivor.title})

@@ -3,6 +3,7 @@
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
+from memory import limits
 from memory.clock import is_zone
 from memory.models import Profile
 from memory.models.archive import PROFILE_KEY_RE
@@ -27,6 +28,10 @@ class ProfileEditForm(forms.ModelForm):
             "language": _("The companion replies and tells relative times in this language."),
         }
         widgets = {"persona": forms.Textarea(attrs={"rows": 6})}
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["persona"].validators.append(limits.PERSONA.validator)  # S6 (issue 24 point 5)
 
 
 class CompanionSettingsForm(ProfileEditForm):

@@ -22,7 +22,8 @@ pytestmark = pytest.mark.django_db(transaction=True)
     ('{"action": {"a": 1}}', "“action” must be text"),
     ('["send"]', "expected JSON"),
     ('"send"', "expected JSON"),
-    ("[" * 100_000, "Frame refused"),  # the size limit (S3) refuses it before any parse
+    ("[" * 1_200_000, "Frame refused"),  # the size limit (S3) refuses it before any parse
+    ("[" * 100_000, "expected JSON"),  # under it: the parse fails (too deep), a clear notice
     ('{"action": "send", "mid": ["c_0000000000000001"], "text": "hi"}', "“mid” must be text"),
     ('{"action": "send", "mid": "c_0000000000000001", "text": {"x": 1}}', "“text” must be text"),
     ('{"action": "send", "mid": "c_0000000000000001", "text": "bad \\ud800"}', "cannot be stored"),
@@ -50,14 +51,20 @@ def _login(username="dora"):
     return c
 
 
-async def test_a_socket_is_closed_at_its_next_frame_once_its_session_logged_out():
-    client = await sync_to_async(_login)()
+async def _socket_of(client) -> WebsocketCommunicator:
+    """The chat socket of a logged-in test client, through the whole ASGI stack (its session)."""
     sid = client.cookies["sessionid"].value
     headers = [(b"cookie", f"sessionid={sid}".encode()), (b"host", b"127.0.0.1:8000"),
                (b"origin", b"http://127.0.0.1:8000")]
     communicator = WebsocketCommunicator(application, "/ws/chat/owner/", headers=headers)
     connected, _ = await communicator.connect()
     assert connected
+    return communicator
+
+
+async def test_a_socket_is_closed_at_its_next_frame_once_its_session_logged_out():
+    client = await sync_to_async(_login)()
+    communicator = await _socket_of(client)
     await sync_to_async(client.post)("/logout/")
     await communicator.send_to(text_data=json.dumps({"action": "send", "mid": new_mid(1), "text": "after logout"}))
     out = await communicator.receive_output(timeout=5)
@@ -95,3 +102,21 @@ def test_a_trusted_origin_behind_a_proxy_is_taken(settings):
     scope = {"type": "websocket", "scheme": "ws",
              "headers": [(b"host", b"127.0.0.1:8001"), (b"origin", b"https://chat.example.org")]}
     assert same_origin(scope)
+
+
+async def test_a_socket_is_closed_at_its_next_frame_once_its_password_changed():
+    """Issue 24 point 9: the session's auth hash is checked on each frame, as HTTP checks it."""
+    client = await sync_to_async(_login)("fay")
+    communicator = await _socket_of(client)
+
+    def change_password():
+        user = f.UserFactory._meta.model.objects.get(username="fay")
+        user.set_password("a-new-password-123")
+        user.save()
+
+    await sync_to_async(change_password)()
+    await communicator.send_to(text_data=json.dumps({"action": "send", "mid": new_mid(1), "text": "after the change"}))
+    out = await communicator.receive_output(timeout=5)
+    assert out == {"type": "websocket.close", "code": 4401}
+    assert not await sync_to_async(Message.objects.filter(content="after the change").exists)()
+    await communicator.disconnect()

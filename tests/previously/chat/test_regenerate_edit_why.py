@@ -10,7 +10,7 @@ from channels.db import database_sync_to_async
 from django.test import Client
 
 from memory.archive import archive_message
-from memory.deletion import hard_delete_message
+from memory.deletion import hard_delete_message, hide_message
 from memory.models import Message
 from memory.recall.budget import approx_tokens
 from tests.factories import ExperienceFactory
@@ -126,3 +126,22 @@ async def test_why_this_reply_holds_ids_and_counts_matching_what_the_model_recei
     await database_sync_to_async(hard_delete_message)(recalled_line)
     panel = (await database_sync_to_async(client.get)(f"/chat/why/{reply.mid}/", HTTP_HX_REQUEST="true")).content.decode()
     assert "Mochi，她" not in panel and "a line deleted since" in panel
+
+
+async def test_regenerating_a_reply_whose_line_is_hidden_is_refused_not_moved_to_an_earlier_line(
+        connect, user, profile, llm_server, llm_provider):
+    """Issue 24 point 9: it was attached to the earlier line, which then showed "2 / 2"."""
+    llm_server.script(Turn(chunks=["one"]), Turn(chunks=["two"]), Turn(chunks=["three"]))
+    chat = await connect(user)
+    await chat.say("first line", mid=new_mid(1))
+    second = (await chat.say("second line", mid=new_mid(2)))[-1]
+    second_mid = re.search(r'id="msg-(a_[^"]+)"', second).group(1)
+    await database_sync_to_async(lambda: hide_message(Message.objects.get(mid=new_mid(2))))()
+    await chat.ws.send_to(text_data=json.dumps({"action": "regenerate", "mid": second_mid}))
+    assert "The line this reply answers is hidden" in await chat.ws.receive_from(timeout=5)
+    assert len(llm_server.requests) == 2  # no model call
+    live = await lines(profile, live=True)
+    assert [c for _, _, c in live] == ["first line", "one", "two"]  # the reply stays; nothing moved
+    replies_of_first = await database_sync_to_async(
+        lambda: Message.objects.filter(reply_of__mid=new_mid(1)).count())()
+    assert replies_of_first == 1

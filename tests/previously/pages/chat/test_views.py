@@ -109,3 +109,16 @@ def test_switching_to_someone_elses_profile_does_nothing_p2(logged_in, user, pro
 def test_the_chat_needs_a_login(client):
     assert client.get(reverse("home")).status_code == 302
     assert Message.objects.count() == 0
+
+
+@pytest.mark.parametrize("attachment", [
+    {"path": "images/1/c_00000000000000f1.png"}, {}, {"mime": "image/png"}, None, [], "x", {"name": None},
+])
+@pytest.mark.django_db
+def test_an_imported_image_record_of_any_shape_never_breaks_the_chat_page(client, profile, attachment):
+    """Issue 24 point 9: an image record with a path and no `name` made the page a 500."""
+    client.force_login(profile.user)
+    archive_message(profile=profile, mid="c_00000000000000f1", speaker="user", content="", message_type="image",
+                    attachment=attachment)
+    response = client.get(reverse("home"))
+    assert response.status_code == 200 and 'id="msg-c_00000000000000f1"' in response.content.decode()
