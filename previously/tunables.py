@@ -151,6 +151,9 @@ TUNABLES: dict[str, Tunable] = {
     # preview's file is kept before housekeeping removes it.
     "PREVIOUSLY_IMPORT_MAX_OBJECTS": Tunable(3_000_000, minimum=1),
     "PREVIOUSLY_IMPORT_MAX_DEPTH": Tunable(64, minimum=8),
+    # A history import's zip (issue 27 point 9): members it may hold (a ChatGPT export with its
+    # images holds a few thousand).
+    "PREVIOUSLY_IMPORT_MAX_MEMBERS": Tunable(20_000, minimum=1),
     "PREVIOUSLY_IMPORT_BATCH_ROWS": Tunable(200, minimum=1),
     "PREVIOUSLY_IMPORT_PREVIEW_HOURS": Tunable(6, minimum=1),
     # Threads per process for the chat's database calls on PostgreSQL (previously/chat/db.py).
