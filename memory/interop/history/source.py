@@ -13,6 +13,7 @@ is raised before anything is written (the plan reads the whole file first).
 
 import posixpath
 import zipfile
+import zlib
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -133,7 +134,7 @@ class _Checked:
     def _guard(self, call, *args):
         try:
             return call(*args)
-        except (zipfile.BadZipFile, EOFError, OSError, ValueError) as exc:
+        except (zipfile.BadZipFile, EOFError, OSError, ValueError, zlib.error) as exc:
             raise self.source.refuse(gettext("a member is damaged (%(error)s).") % {"error": exc},
                                      record=self.member) from None
 
