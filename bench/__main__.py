@@ -1,10 +1,12 @@
-"""`make bench`: BENCH.md §1 (LoCoMo recall), §2 (per-turn overhead), §3 (legacy import); scratch SQLite.
+"""`make bench`: BENCH.md §1 (LoCoMo recall), §2 (per-turn overhead), §3 (legacy import), §5 (history
+import); scratch SQLite.
 
 Writes bench/results/*.json (git-ignored), bench/results/SUMMARY.md and
 bench/results/turn_overhead.png.
 
 Usage: python -m bench [--sizes 1000,10000,100000] [--turns 150] [--rounds 3] [--skip-locomo]
-       [--skip-import] [--import-keys 120000] [--import-runs 3]
+       [--skip-import] [--import-keys 120000] [--import-runs 3] [--skip-history]
+       [--history-conversations 2000] [--history-messages 150000]
 """
 
 import argparse
@@ -36,6 +38,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-import", action="store_true", help="skip BENCH §3")
     parser.add_argument("--import-keys", type=int, default=120_000, help="keys in the synthetic legacy dump")
     parser.add_argument("--import-runs", type=int, default=3, help="import runs; medians are reported")
+    parser.add_argument("--skip-history", action="store_true", help="skip BENCH §5")
+    parser.add_argument("--history-conversations", type=int, default=2000, help="conversations in the ChatGPT export")
+    parser.add_argument("--history-messages", type=int, default=150_000, help="messages in the ChatGPT export")
     args = parser.parse_args(argv)
 
     scratch = Path(tempfile.mkdtemp(prefix="previously-bench-"))
@@ -48,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
-    from bench import import_throughput, locomo, turn_overhead
+    from bench import history_import, import_throughput, locomo, turn_overhead
 
     RESULTS.mkdir(exist_ok=True)
     began = time.perf_counter()
@@ -75,6 +80,12 @@ def main(argv: list[str] | None = None) -> int:
     if not args.skip_import:
         results["import_throughput"] = import_throughput.run(keys=args.import_keys, runs=args.import_runs)
         sections.append(import_throughput.summary(results["import_throughput"]))
+        print(sections[-1], flush=True)
+    if not args.skip_history:
+        results["history_import"] = history_import.run(
+            conversations=args.history_conversations, messages=args.history_messages
+        )
+        sections.append(history_import.summary(results["history_import"]))
         print(sections[-1], flush=True)
     meta["load_after"] = _load()
     meta["seconds"] = round(time.perf_counter() - began, 1)

@@ -8,6 +8,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from memory.interop.history.shapes import Skip
+
 
 @dataclass
 class ConversationReport:
@@ -24,6 +26,12 @@ class ConversationReport:
     already: int = 0  # lines and alternatives already archived (same mid)
     tombstoned: int = 0  # kept out: the person deleted them for good (D2)
     new: int = 0  # rows this import writes (or wrote)
+
+    @property
+    def skipped_labelled(self) -> list[tuple[str, int]]:
+        """(the kind in the active language, count), for pages (a template would read a
+        Counter's `.items` as a key)."""
+        return [(str(Skip.LABELS.get(kind, kind)), n) for kind, n in sorted(self.skipped.items()) if n]
 
     def as_json(self) -> dict:
         return {

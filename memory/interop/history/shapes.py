@@ -18,6 +18,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from django.utils.translation import gettext_lazy as _
+
 
 class Skip:
     """The kinds a reader counts and never stores (HISTORY_FORMATS.md, "What becomes a line")."""
@@ -40,6 +42,14 @@ class Skip:
         SYSTEM, CUSTOM_INSTRUCTIONS, APP_MEMORY, TOOL, REASONING, NARRATION, ATTACHMENT_TEXT,
         SYSTEM_PROMPT, ERROR, EMPTY, HIDDEN, OTHER_CONTENT, BRANCH,
     )
+
+    LABELS = {
+        SYSTEM: _("system messages"), CUSTOM_INSTRUCTIONS: _("custom instructions"), APP_MEMORY: _("the app's memory"),
+        TOOL: _("tool and browsing output"), REASONING: _("reasoning"), NARRATION: _("narration"),
+        ATTACHMENT_TEXT: _("attachments' text"), SYSTEM_PROMPT: _("system prompts"), ERROR: _("error texts"),
+        EMPTY: _("empty messages"), HIDDEN: _("hidden messages"), OTHER_CONTENT: _("other content"),
+        BRANCH: _("branches not taken"),
+    }
 
 
 APPS = ("chatgpt", "claude", "openwebui", "sillytavern")

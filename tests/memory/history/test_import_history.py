@@ -9,7 +9,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from memory.interop.history import HistoryImport, Refused, apply
+from memory.interop.history import HistoryImport, apply
 from memory.interop.history.shapes import Skip
 from memory.models import Experience, Message, Profile, Slice, Tombstone
 from tests.memory.history import samples as s
