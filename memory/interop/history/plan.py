@@ -23,7 +23,7 @@ from memory.clock import zone_named
 from memory.interop.history import chatgpt, claude, openwebui, sillytavern
 from memory.interop.history.detect import detect
 from memory.interop.history.report import ConversationReport, Report
-from memory.interop.history.shapes import Conversation, Note, Skip, mid_for
+from memory.interop.history.shapes import MID_TAG, Conversation, Note, Skip, mid_for
 from memory.interop.history.source import Refused, Source
 from memory.models import Experience, Message, Profile, Tombstone
 from memory.models.archive import DEFAULT_PROFILE_KEY
@@ -86,6 +86,7 @@ class HistoryImport:
         tz_name = (self.profile.tz if self.profile else "") or settings.TIME_ZONE
         self.zone = zone_named(tz_name) or ZoneInfo("UTC")
         self.images = _image_index(self.source)
+        self._lookup: tuple[dict[str, tuple[int, int]], set[str]] | None = None
 
     def close(self) -> None:
         self.source.close()
@@ -116,6 +117,25 @@ class HistoryImport:
         report.experiences_new = len(eids) - report.experiences_already
         return report
 
+    def _archived(self) -> tuple[dict[str, tuple[int, int]], set[str]]:
+        """What this companion holds already from this app (mid -> (pk, slice pk)) and the mids
+        deleted for good: read once per pass, not per conversation (BENCH §5)."""
+        if self._lookup is None:
+            if self.profile is None:
+                self._lookup = ({}, set())
+            else:
+                archived = {mid: (pk, slice_id) for mid, pk, slice_id in Message.objects.filter(
+                    profile=self.profile, mid__startswith=MID_TAG[self.app] + "_"
+                ).values_list("mid", "pk", "slice_id").iterator(chunk_size=LOOKUP_CHUNK * 10)}
+                tombstones = set(Tombstone.objects.filter(profile=self.profile, kind=Tombstone.Kind.MESSAGE)
+                                 .values_list("object_id", flat=True))
+                self._lookup = (archived, tombstones)
+        return self._lookup
+
+    def forget_lookups(self) -> None:
+        """Read the archive again at the next pass (the apply's, after the preview's)."""
+        self._lookup = None
+
     def _report(self, *, dry_run: bool) -> Report:
         return Report(file=self.source.name, app=self.app, profile=self.profile_key,
                       profile_exists=self.profile is not None, dry_run=dry_run)
@@ -137,17 +157,12 @@ class HistoryImport:
             except limits.TextTooLong as exc:
                 raise Refused(self.source.name, str(exc), conv.record) from None
         planned = PlannedConversation(conversation=conv, rows=rows, report=rep)
-        if self.profile is not None and rows:
-            mids = [r.mid for r in rows]
-            for start in range(0, len(mids), LOOKUP_CHUNK):
-                chunk = mids[start:start + LOOKUP_CHUNK]
-                planned.existing.update(
-                    (mid, (pk, slice_id)) for mid, pk, slice_id in
-                    Message.objects.filter(profile=self.profile, mid__in=chunk).values_list("mid", "pk", "slice_id")
-                )
-                planned.tombstoned.update(Tombstone.objects.filter(
-                    profile=self.profile, kind=Tombstone.Kind.MESSAGE, object_id__in=chunk
-                ).values_list("object_id", flat=True))
+        archived, tombstones = self._archived()
+        for r in rows:
+            if r.mid in archived:
+                planned.existing[r.mid] = archived[r.mid]
+            elif r.mid in tombstones:
+                planned.tombstoned.add(r.mid)
         _drop_orphans(planned)
         rep.already = sum(1 for r in planned.rows if r.mid in planned.existing)
         rep.tombstoned = sum(1 for r in planned.rows if r.mid in planned.tombstoned)

@@ -9,6 +9,8 @@ not on the path starts one.
 
 from collections.abc import Callable, Iterator
 
+from django.utils.translation import gettext
+
 
 class TreeProblem(ValueError):
     pass
@@ -17,17 +19,18 @@ class TreeProblem(ValueError):
 def visible_path(current: str, parent_of: Callable[[str], str | None], has: Callable[[str], bool]) -> list[str]:
     """The node ids from the root to `current`."""
     if not has(current):
-        raise TreeProblem(f"the current node {current!r:.80} is not in the tree")
+        raise TreeProblem(gettext("the current node %(node)s is not in the tree") % {"node": repr(current)[:80]})
     path, seen = [], set()
     node: str | None = current
     while node is not None:
         if node in seen:
-            raise TreeProblem(f"the parents form a loop at node {node!r:.80}")
+            raise TreeProblem(gettext("the parents form a loop at node %(node)s") % {"node": repr(node)[:80]})
         seen.add(node)
         path.append(node)
         parent = parent_of(node)
         if parent is not None and not has(parent):
-            raise TreeProblem(f"node {node!r:.80} names a parent {parent!r:.80} that is not in the tree")
+            raise TreeProblem(gettext("node %(node)s names a parent %(parent)s that is not in the tree")
+                              % {"node": repr(node)[:80], "parent": repr(parent)[:80]})
         node = parent
     path.reverse()
     return path

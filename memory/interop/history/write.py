@@ -2,7 +2,7 @@
 
 `apply(history_import)` first runs the whole preview (every record checked, nothing written:
 a refused file leaves no trace), then reads the file again and writes each conversation's new
-rows in batches of PREVIOUSLY_IMPORT_BATCH_ROWS, each in its own short transaction, so another
+rows in batches of PREVIOUSLY_HISTORY_BATCH_ROWS, each in its own short transaction, so another
 writer gets the lock between two. In each batch the rows go in as plain rows (bulk_insert, as
 the legacy importer does), their pks are read back by mid, replies are tied to the user line
 they answer (`reply_of`, U2) and the visible lines enter the recall index in the same
@@ -56,6 +56,7 @@ def apply(imp: HistoryImport, *, progress: Progress = no_progress) -> Report:
     report.experiences_already = preview.experiences_already
     profile = imp.profile or Profile.objects.get_or_create(user=imp.user, key=imp.profile_key)[0]
     imp.profile = profile
+    imp.forget_lookups()
     writer = _Writer(profile, imp, report, progress)
     total = len(preview.conversations)
     eids: set[str] = set()
@@ -96,7 +97,7 @@ class _Segment:
 class _Writer:
     def __init__(self, profile: Profile, imp: HistoryImport, report: Report, progress: Progress):
         self.profile, self.imp, self.report, self.progress = profile, imp, report, progress
-        self.batch_rows = settings.PREVIOUSLY_IMPORT_BATCH_ROWS
+        self.batch_rows = settings.PREVIOUSLY_HISTORY_BATCH_ROWS
         self.tz_name = profile.tz or settings.TIME_ZONE
         self.keys = set(Slice.objects.filter(profile=profile).values_list("key", flat=True))
         self.rows: list[tuple[Row, _Segment, PlannedConversation]] = []

@@ -9,6 +9,7 @@ one pending and the one running import, so nobody else's token is ever read (P2)
 """
 
 import json
+import logging
 import os
 import time
 from pathlib import Path
@@ -38,6 +39,7 @@ from memory.models import Profile
 from memory.models.archive import PROFILE_KEY_RE
 from previously.pages.current_profile import current_profile
 
+log = logging.getLogger(__name__)
 PENDING = "history_import_pending"
 RUNNING = "history_import_running"
 SHOWN = 50  # conversations listed on the preview (the totals count them all)
@@ -163,6 +165,9 @@ def apply_history(token: str, user_id: int, profile_key: str, fmt: str, name: st
         state = {"state": "refused", "error": str(exc)}
     except DatabaseError as exc:
         state = {"state": "stopped", "error": f"{exc.__class__.__name__}: {exc}"}
+    except Exception as exc:  # the page must learn it stopped, whatever stopped it
+        log.exception("history import %s stopped", token)
+        state = {"state": "stopped", "error": exc.__class__.__name__}
     finally:
         drop_preview(token)
     _write_progress(token, state)

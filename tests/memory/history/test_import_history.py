@@ -154,7 +154,7 @@ def test_tombstoned_line_stays_out(tmp_path, user, profile):
 
 
 def test_interrupted_import_is_finished_by_running_it_again(tmp_path, user, profile, settings, monkeypatch):
-    settings.PREVIOUSLY_IMPORT_BATCH_ROWS = 2
+    settings.PREVIOUSLY_HISTORY_BATCH_ROWS = 2
     convs = [s.chatgpt_conversation(cid=f"c-{i}", t0=s.T0 + i * 86400) for i in range(3)]
     path = s.chatgpt_zip(tmp_path / "e.zip", convs)
     from memory.interop.history import write
