@@ -18,10 +18,10 @@ from datetime import datetime
 from django.utils.translation import gettext
 
 from memory.interop.history import stream
-from memory.interop.history.shapes import Alternative, Conversation, Line, Note, Skip
+from memory.interop.history.shapes import Conversation, Line, Note, Skip
 from memory.interop.history.source import Source
 from memory.interop.history.times import from_epoch
-from memory.interop.history.tree import TreeProblem, branches, subtree, visible_path
+from memory.interop.history.tree import TreeProblem, read_tree
 
 APP = "chatgpt"
 TOOL_TYPES = {"execution_output", "tether_browsing_display", "tether_quote", "system_error", "computer_output",
@@ -50,31 +50,15 @@ def conversation(item, *, record: str, source: Source) -> Conversation:
     title = item.get("title") if isinstance(item.get("title"), str) else ""
     conv = Conversation(app=APP, key=key, title=title[:200], record=record)
     nodes = {k: v for k, v in mapping.items() if isinstance(v, dict)}
-
-    def parent_of(node):
-        parent = nodes[node].get("parent")
-        return parent if isinstance(parent, str) else None
-
-    def children_of(node):
-        kids = nodes[node].get("children")
-        return [k for k in kids if isinstance(k, str)] if isinstance(kids, list) else []
-
+    start = from_epoch(item.get("create_time")) or from_epoch(item.get("update_time"))
     try:
-        path = visible_path(current, parent_of, nodes.__contains__)
+        at = read_tree(conv, nodes, current, parent_key="parent", children_key="children", start=start,
+                       make=lambda node, c, previous: _message(node.get("message"), c, previous),
+                       counts=lambda node: isinstance(node.get("message"), dict))
     except TreeProblem as exc:
         raise source.refuse(f"{exc}.", record=f"{record} ({key})") from None
-    at = from_epoch(item.get("create_time")) or from_epoch(item.get("update_time"))
-    line_at: dict[str, Line] = {}  # path node -> the line it made
-    for node in path:
-        made = _message(nodes[node].get("message"), conv, at)
-        if made is not None:
-            made.key = node
-            at = made.at
-            line_at[node] = made
-            conv.lines.append(made)
     if conv.lines and at is None:
         raise source.refuse(gettext("a message has no time and neither has its conversation."), record=f"{record} ({key})")
-    _branches(conv, path, nodes, line_at, children_of)
     return conv
 
 
@@ -137,32 +121,3 @@ def _content(content: dict, ctype: str) -> tuple[str, list[str]]:
                 images.append(pointer.split("://", 1)[1][:100])
     text = "\n".join(texts)
     return (text if text.strip() else ""), images
-
-
-def _branches(conv: Conversation, path: list[str], nodes: dict, line_at: dict[str, Line], children_of) -> None:
-    """A regenerated reply (another assistant child of a user line that the path answers with
-    an assistant line) is kept as an alternative; every other message off the path is counted."""
-    has = nodes.__contains__
-    seen: set[str] = set(path)
-    next_line = {}
-    for i, node in enumerate(path):
-        if node in line_at:
-            nxt = next((path[j] for j in range(i + 1, len(path)) if path[j] in line_at), None)
-            next_line[node] = line_at.get(nxt) if nxt else None
-    def count(starts) -> int:
-        return sum(1 for start in starts for n in subtree(start, children_of, has, seen)
-                   if isinstance(nodes[n].get("message"), dict))
-
-    for parent, child in branches(path, children_of, has):
-        if child in seen:
-            continue
-        user_line, answer = line_at.get(parent), next_line.get(parent)
-        if user_line is not None and user_line.speaker == "user" and answer is not None and answer.speaker == "assistant":
-            probe = Conversation(app=APP, key=conv.key, title="")
-            alt = _message(nodes[child].get("message"), probe, answer.at)
-            if alt is not None and alt.speaker == "assistant" and alt.text and not alt.images:
-                seen.add(child)
-                answer.alternatives.append(Alternative(key=child, text=alt.text, at=alt.at))
-                conv.skipped[Skip.BRANCH] += count(children_of(child))
-                continue
-        conv.skipped[Skip.BRANCH] += count([child])

@@ -15,10 +15,10 @@ from collections.abc import Iterator
 from django.utils.translation import gettext
 
 from memory.interop.history import stream
-from memory.interop.history.shapes import Alternative, Conversation, Line, Skip
+from memory.interop.history.shapes import Conversation, Line, Skip
 from memory.interop.history.source import Source
 from memory.interop.history.times import from_epoch
-from memory.interop.history.tree import TreeProblem, branches, subtree, visible_path
+from memory.interop.history.tree import TreeProblem, read_tree
 
 APP = "openwebui"
 
@@ -48,48 +48,13 @@ def conversation(item, *, record: str, source: Source) -> Conversation:
             raise source.refuse(gettext("a chat's history has no currentId."), record=record)
         return conv
 
-    def parent_of(node):
-        parent = nodes[node].get("parentId")
-        return parent if isinstance(parent, str) else None
-
-    def children_of(node):
-        kids = nodes[node].get("childrenIds")
-        return [k for k in kids if isinstance(k, str)] if isinstance(kids, list) else []
-
     try:
-        path = visible_path(current, parent_of, nodes.__contains__)
+        at = read_tree(conv, nodes, current, parent_key="parentId", children_key="childrenIds", make=_message,
+                       start=from_epoch(item.get("created_at")))
     except TreeProblem as exc:
         raise source.refuse(f"{exc}.", record=f"{record} ({item['id']})") from None
-    at = from_epoch(item.get("created_at"))
-    line_at: dict[str, Line] = {}
-    for node in path:
-        made = _message(nodes[node], conv, at)
-        if made is not None:
-            made.key = node
-            at = made.at
-            line_at[node] = made
-            conv.lines.append(made)
     if conv.lines and at is None:
         raise source.refuse(gettext("a message has no time and neither has its chat."), record=record)
-    has, seen = nodes.__contains__, set(path)
-    order = [n for n in path if n in line_at]
-    following = {a: line_at[b] for a, b in zip(order, order[1:], strict=False)}
-
-    def count(starts) -> int:
-        return sum(1 for s in starts for _ in subtree(s, children_of, has, seen))
-
-    for parent, child in branches(path, children_of, has):
-        if child in seen:
-            continue
-        user_line, answer = line_at.get(parent), following.get(parent)
-        if user_line and user_line.speaker == "user" and answer and answer.speaker == "assistant":
-            alt = _message(nodes[child], Conversation(app=APP, key=conv.key, title=""), answer.at)
-            if alt is not None and alt.speaker == "assistant":
-                seen.add(child)
-                answer.alternatives.append(Alternative(key=child, text=alt.text, at=alt.at))
-                conv.skipped[Skip.BRANCH] += count(children_of(child))
-                continue
-        conv.skipped[Skip.BRANCH] += count([child])
     return conv
 
 

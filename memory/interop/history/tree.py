@@ -11,6 +11,8 @@ from collections.abc import Callable, Iterator
 
 from django.utils.translation import gettext
 
+from memory.interop.history.shapes import Alternative, Conversation, Skip
+
 
 class TreeProblem(ValueError):
     pass
@@ -55,3 +57,52 @@ def subtree(start: str, children_of: Callable[[str], list[str]], has: Callable[[
         seen.add(node)
         yield node
         stack.extend(children_of(node))
+
+
+def read_tree(conv, nodes: dict[str, dict], current: str, *, parent_key: str, children_key: str, make,
+              start, counts=lambda node: True):
+    """Fill `conv.lines` from the visible path and keep or count its branches; returns the last
+    line's time (or `start`). `make(node, conv, previous time)` is the reader's line of one
+    node, or None (it counts what it skips). A regenerated reply — another assistant child of a
+    user line that the path answers with an assistant line — becomes that answer's alternative;
+    every other node off the path that `counts` is counted as a branch not taken. Raises
+    `TreeProblem` for a loop or a missing node."""
+    def parent_of(node):
+        parent = nodes[node].get(parent_key)
+        return parent if isinstance(parent, str) else None
+
+    def children_of(node):
+        kids = nodes[node].get(children_key)
+        return [k for k in kids if isinstance(k, str)] if isinstance(kids, list) else []
+
+    has = nodes.__contains__
+    path = visible_path(current, parent_of, has)
+    at = start
+    line_at = {}
+    for node in path:
+        made = make(nodes[node], conv, at)
+        if made is not None:
+            made.key = node
+            at = made.at
+            line_at[node] = made
+            conv.lines.append(made)
+    order = [n for n in path if n in line_at]
+    following = {a: line_at[b] for a, b in zip(order, order[1:], strict=False)}
+    seen = set(path)
+
+    def count(starts) -> int:
+        return sum(1 for s in starts for n in subtree(s, children_of, has, seen) if counts(nodes[n]))
+
+    for parent, child in branches(path, children_of, has):
+        if child in seen:
+            continue
+        user_line, answer = line_at.get(parent), following.get(parent)
+        if user_line and user_line.speaker == "user" and answer and answer.speaker == "assistant":
+            alt = make(nodes[child], Conversation(app=conv.app, key=conv.key, title=""), answer.at)
+            if alt is not None and alt.speaker == "assistant" and alt.text and not alt.images:
+                seen.add(child)
+                answer.alternatives.append(Alternative(key=child, text=alt.text, at=alt.at))
+                conv.skipped[Skip.BRANCH] += count(children_of(child))
+                continue
+        conv.skipped[Skip.BRANCH] += count([child])
+    return at
