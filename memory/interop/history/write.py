@@ -19,6 +19,7 @@ Idempotent: rows whose mid is archived or tombstoned are not written; running th
 again writes nothing, and finishes an interrupted one.
 """
 
+import gc
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -48,8 +49,22 @@ from memory.interop.legacy.rows import MessageRow
 from memory.models import Message, Profile, Slice
 from memory.recall.index import index_messages, optimize_index
 
+GC_THRESHOLD = 100_000  # allocations between two young-generation collections while importing
+
 
 def apply(imp: HistoryImport, *, progress: Progress = no_progress) -> Report:
+    """Preview (refusing a bad file before any write), then write in batches. The collector
+    runs less often meanwhile: an import builds millions of short-lived, acyclic objects, and
+    with the default thresholds the collections took a quarter of its CPU (BENCH §5)."""
+    thresholds = gc.get_threshold()
+    gc.set_threshold(max(thresholds[0], GC_THRESHOLD), *thresholds[1:])
+    try:
+        return _apply(imp, progress=progress)
+    finally:
+        gc.set_threshold(*thresholds)
+
+
+def _apply(imp: HistoryImport, *, progress: Progress) -> Report:
     preview = imp.preview(progress=progress)  # refuses a bad file before anything is written
     report = imp._report(dry_run=False)
     report.conversations = preview.conversations
