@@ -116,6 +116,10 @@ class Source:
         with fh:
             yield _Checked(fh, self, member)
 
+    def member_size(self, member: str) -> int:
+        """The member's expanded size as the zip directory declares it (never exceeded on read)."""
+        return self._infos[member].file_size if self.zip is not None else self.path.stat().st_size
+
     def read_member(self, member: str) -> bytes:
         with self.open_member(member) as fh:
             return fh.read()

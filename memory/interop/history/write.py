@@ -67,15 +67,18 @@ def apply(imp: HistoryImport, *, progress: Progress = no_progress) -> Report:
 def _apply(imp: HistoryImport, *, progress: Progress) -> Report:
     preview = imp.preview(progress=progress)  # refuses a bad file before anything is written
     report = imp._report(dry_run=False)
-    report.conversations = preview.conversations
+    # The write pass's own reports: it finds the images a preview only counts (one that is no
+    # image we take turns from found to missing).
+    report.conversations = []
     report.experiences_already = preview.experiences_already
     profile = imp.profile or Profile.objects.get_or_create(user=imp.user, key=imp.profile_key)[0]
     imp.profile = profile
     imp.forget_lookups()
-    writer = _Writer(profile, imp, report, progress)
+    writer = _Writer(profile, imp, report, progress, expected=preview.total().new)
     total = len(preview.conversations)
     eids: set[str] = set()
     for n, planned in enumerate(imp.planned(), 1):
+        report.conversations.append(planned.report)
         writer.add(planned)
         for note in planned.conversation.notes:
             eid = note_eid(imp.app, note)
@@ -110,8 +113,9 @@ class _Segment:
 
 
 class _Writer:
-    def __init__(self, profile: Profile, imp: HistoryImport, report: Report, progress: Progress):
+    def __init__(self, profile: Profile, imp: HistoryImport, report: Report, progress: Progress, *, expected: int):
         self.profile, self.imp, self.report, self.progress = profile, imp, report, progress
+        self.expected = expected
         self.batch_rows = settings.PREVIOUSLY_HISTORY_BATCH_ROWS
         self.tz_name = profile.tz or settings.TIME_ZONE
         self.keys = set(Slice.objects.filter(profile=profile).values_list("key", flat=True))
@@ -148,7 +152,7 @@ class _Writer:
         except BaseException:
             remove_files(written)
             raise
-        self.progress(gettext("lines"), self.report.written, self.report.total().new)
+        self.progress(gettext("lines"), self.report.written, self.expected)
 
     def _images(self, batch) -> tuple[dict[str, dict], list[str]]:
         """Image rows' files, checked and stored before the transaction (A7, S4)."""
@@ -157,6 +161,8 @@ class _Writer:
             if not row.image:
                 continue
             try:
+                if self.imp.source.member_size(row.image) > settings.PREVIOUSLY_IMAGE_MAX_BYTES:
+                    raise ImageRefused("too large")  # never read into memory
                 checked = check_image(self.imp.source.read_member(row.image), name=row.image)
             except ImageRefused:
                 planned.report.images_found -= 1

@@ -270,3 +270,13 @@ def test_command_refusal_names_file_and_record(tmp_path, user):
     with pytest.raises(CommandError, match=r"refused: loop\.zip:conversations\.json\[0\] \(c-1\): the parents form a loop"):
         call_command("import_history", str(path), "--user", "alice")
     assert Message.objects.count() == 0
+
+
+def test_an_image_member_that_is_not_an_image_or_too_large_is_counted_missing(tmp_path, user, profile, settings):
+    settings.PREVIOUSLY_IMAGE_MAX_BYTES = 1000
+    path = s.chatgpt_zip(tmp_path / "e.zip", [s.chatgpt_conversation()],
+                         images={"file-AbC123-photo.png": b"\0" * 5000})
+    report = run(path, user)
+    assert report.total().images_missing == 1 and report.total().images_found == 0
+    photo = Message.objects.get(profile=profile, content="Look at this photo")
+    assert photo.message_type == Message.Type.TEXT
