@@ -1,10 +1,13 @@
-"""`make bench`: BENCH.md §1 (LoCoMo recall), §2 (per-turn overhead), §3 (legacy import); scratch SQLite.
+"""`make bench`: BENCH.md §1 (LoCoMo recall), §2 (per-turn overhead), §3 (legacy import), §5 (history
+import); scratch SQLite.
 
 Writes bench/results/*.json (git-ignored), bench/results/SUMMARY.md and
 bench/results/turn_overhead.png.
 
 Usage: python -m bench [--sizes 1000,10000,100000] [--turns 150] [--rounds 3] [--skip-locomo]
        [--skip-import] [--import-keys 120000] [--import-runs 3] [--skip-forget] [--forget-chars N]
+       [--skip-history]
+       [--history-conversations 2000] [--history-messages 150000]
 """
 
 import argparse
@@ -38,6 +41,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--import-runs", type=int, default=3, help="import runs; medians are reported")
     parser.add_argument("--skip-forget", action="store_true", help="skip deleting a 1M-character line")
     parser.add_argument("--forget-chars", type=int, default=1_000_000, help="length of the line deleted for good")
+    parser.add_argument("--skip-history", action="store_true", help="skip BENCH §5")
+    parser.add_argument("--history-conversations", type=int, default=2000, help="conversations in the ChatGPT export")
+    parser.add_argument("--history-messages", type=int, default=150_000, help="messages in the ChatGPT export")
     args = parser.parse_args(argv)
 
     scratch = Path(tempfile.mkdtemp(prefix="previously-bench-"))
@@ -50,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
-    from bench import forget_long_line, import_throughput, locomo, turn_overhead
+    from bench import forget_long_line, history_import, import_throughput, locomo, turn_overhead
 
     RESULTS.mkdir(exist_ok=True)
     began = time.perf_counter()
@@ -81,6 +87,12 @@ def main(argv: list[str] | None = None) -> int:
     if not args.skip_forget:
         results["forget_long_line"] = forget_long_line.run(chars=args.forget_chars)
         sections.append(forget_long_line.summary(results["forget_long_line"]))
+        print(sections[-1], flush=True)
+    if not args.skip_history:
+        results["history_import"] = history_import.run(
+            conversations=args.history_conversations, messages=args.history_messages
+        )
+        sections.append(history_import.summary(results["history_import"]))
         print(sections[-1], flush=True)
     meta["load_after"] = _load()
     meta["seconds"] = round(time.perf_counter() - began, 1)

@@ -22,6 +22,7 @@ from memory.models import (
     Message,
     Profile,
     Relation,
+    Tombstone,
 )
 
 
@@ -206,6 +207,30 @@ def propose_experience(
             for i, mid in enumerate(mids)
         )
         experience.record(action="create", before=None, by=actor_user, actor=actor, reason=reason)
+    return experience
+
+
+def propose_imported_experience(*, profile: Profile, eid: str, title: str, content: str, origin: dict,
+                                 reason: str) -> Experience | None:
+    """A candidate experience from what another app kept about the person (SPEC C3, H1; issue
+    27 point 4: ChatGPT's memory and custom instructions), idempotently by its stable `eid`.
+
+    Such a note cites no archived line: it never was one (it is not archived, so it cannot be
+    recalled as said). It cites the import instead: `legacy_extra["import"]` holds `origin`
+    (app, kind, file) and the history row, actor `import`, says where it came from. It is always
+    a candidate: the person confirms or rejects it on the review page. None when the eid exists
+    already or was deleted for good (its tombstone keeps it out)."""
+    if Experience.objects.filter(profile=profile, eid=eid).exists() or Tombstone.objects.filter(
+        profile=profile, kind=Tombstone.Kind.EXPERIENCE, object_id=eid
+    ).exists():
+        return None
+    with transaction.atomic():
+        experience = Experience.objects.create(
+            profile=profile, eid=eid, title=title[:300], content=content, status=Experience.Status.CANDIDATE,
+            recorded_at=timezone.now(), legacy_extra={"import": origin},
+        )
+        experience.record(action="import", before=None, actor=ExperienceHistory.Actor.IMPORT, reason=reason,
+                          note={"import": origin})
     return experience
 
 

@@ -233,6 +233,36 @@ def thumbnail(image: Image.Image) -> bytes:
     return out.getvalue()
 
 
+def save_image_files(*, profile_id: int, mid: str, checked: CheckedImage) -> tuple[dict, list[str]]:
+    """Store a checked image and its thumbnail; (the attachment metadata, the paths written).
+    The caller removes the paths (`remove_files`) if the message is not archived after all."""
+    base = f"images/{profile_id}/{mid}"
+    path = default_storage.save(f"{base}.{checked.ext}", ContentFile(checked.data))
+    written = [path]
+    try:
+        thumb = default_storage.save(f"{base}.thumb.jpg", ContentFile(checked.thumb))
+    except BaseException:
+        _remove(written)
+        raise
+    written.append(thumb)
+    attachment = {
+        "path": path,
+        "thumb": thumb,
+        "content_type": checked.content_type,
+        "size": len(checked.data),
+        "width": checked.width,
+        "height": checked.height,
+        "sha256": checked.sha256,
+        "name": checked.name,
+    }
+    return attachment, written
+
+
+def remove_files(paths: list[str]) -> None:
+    """Remove files `save_image_files` wrote for messages that were not archived."""
+    _remove(paths)
+
+
 def store_image_message(
     *,
     profile: Profile,
@@ -256,22 +286,8 @@ def store_image_message(
         if existing.content != caption:
             raise MidConflict(mid)
         return Archived(message=existing, created=False)
-    base = f"images/{profile.pk}/{mid}"
-    path = default_storage.save(f"{base}.{checked.ext}", ContentFile(checked.data))
-    written = [path]
+    attachment, written = save_image_files(profile_id=profile.pk, mid=mid, checked=checked)
     try:
-        thumb = default_storage.save(f"{base}.thumb.jpg", ContentFile(checked.thumb))
-        written.append(thumb)
-        attachment = {
-            "path": path,
-            "thumb": thumb,
-            "content_type": checked.content_type,
-            "size": len(checked.data),
-            "width": checked.width,
-            "height": checked.height,
-            "sha256": checked.sha256,
-            "name": checked.name,
-        }
         archived = archive_message(
             profile=profile, mid=mid, speaker=Message.Speaker.USER, content=caption,
             message_type=Message.Type.IMAGE, attachment=attachment, tz=tz, local_time=local_time,

@@ -37,6 +37,7 @@ ENVELOPE_BYTES = 64 * 1024
 # URL names whose views take an upload, and the setting that bounds the file.
 UPLOAD_ROUTES = {
     "data_import_preview": "PREVIOUSLY_MAX_IMPORT_BYTES",
+    "data_history_preview": "PREVIOUSLY_MAX_IMPORT_BYTES",
     "chat_image_upload": "PREVIOUSLY_IMAGE_MAX_BYTES",
 }
 

@@ -171,6 +171,12 @@ TUNABLES: dict[str, Tunable] = {
     # preview's file is kept before housekeeping removes it.
     "PREVIOUSLY_IMPORT_MAX_OBJECTS": Tunable(3_000_000, minimum=1),
     "PREVIOUSLY_IMPORT_MAX_DEPTH": Tunable(64, minimum=8),
+    # A history import's zip (issue 27 point 9): members it may hold (a ChatGPT export with its
+    # images holds a few thousand).
+    "PREVIOUSLY_IMPORT_MAX_MEMBERS": Tunable(20_000, minimum=1),
+    # Lines a history import writes per transaction (S4): each batch is one insert, one read-back
+    # and one recall-index update, ~0.1 s at 1000 on this machine; fewer means more batches.
+    "PREVIOUSLY_HISTORY_BATCH_ROWS": Tunable(1000, minimum=1),
     "PREVIOUSLY_IMPORT_BATCH_ROWS": Tunable(200, minimum=1),
     "PREVIOUSLY_IMPORT_PREVIEW_HOURS": Tunable(6, minimum=1),
     # Threads per process for the chat's database calls on PostgreSQL (previously/chat/db.py).

@@ -62,3 +62,9 @@ def sweep_previews(now=None) -> int:
         except FileNotFoundError:
             continue  # applied or cancelled meanwhile
     return removed
+
+
+def preview_path(token: str) -> str:
+    """The stored upload's path on this machine (a history import opens it as a zip, which needs
+    to seek): the default storage must be a file system one (FileSystemStorage, the default)."""
+    return default_storage.path(_path(token))

@@ -1,0 +1,174 @@
+"""Bring your history from the data page (SPEC H1, issue 27 point 6): upload, preview, apply
+in the background with progress, then the result.
+
+The upload is kept like the full import's (memory/interop/previews.py: `imports/<token>.json`,
+removed on apply, cancel, a new upload, or after PREVIOUSLY_IMPORT_PREVIEW_HOURS). The apply
+runs as a task (`apply_history`), which writes its progress beside the upload
+(`imports/<token>.progress.json`); the progress page polls it with htmx. The session knows the
+one pending and the one running import, so nobody else's token is ever read (P2).
+"""
+
+import json
+import logging
+import os
+import time
+from pathlib import Path
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.contrib.auth.decorators import login_required
+from django.core.files.storage import default_storage
+from django.db import DatabaseError
+from django.http import Http404
+from django.shortcuts import get_object_or_404, redirect, render
+from django.tasks import task
+from django.utils.translation import gettext as _
+from django.views.decorators.http import require_POST
+
+from memory.interop.history import HistoryImport, Refused, apply
+from memory.interop.history.detect import APP_NAMES
+from memory.interop.history.shapes import APPS
+from memory.interop.previews import (
+    TOKEN_RE,
+    drop_preview,
+    preview_exists,
+    preview_path,
+    save_preview,
+)
+from memory.models import Profile
+from memory.models.archive import PROFILE_KEY_RE
+from previously.pages.current_profile import current_profile
+
+log = logging.getLogger(__name__)
+PENDING = "history_import_pending"
+RUNNING = "history_import_running"
+SHOWN = 50  # conversations listed on the preview (the totals count them all)
+
+
+def _progress_file(token: str) -> Path:
+    if not TOKEN_RE.fullmatch(str(token)):
+        raise Http404("no such import")
+    return Path(default_storage.path(f"imports/{token}.progress.json"))
+
+
+def _write_progress(token: str, state: dict) -> None:
+    path = _progress_file(token)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(state, ensure_ascii=False))
+    os.replace(tmp, path)
+
+
+def _read_progress(token: str) -> dict | None:
+    try:
+        return json.loads(_progress_file(token).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _context(request, **extra) -> dict:
+    profiles = Profile.objects.for_user(request.user)
+    return {"profiles": profiles, "current": current_profile(request), "formats": [(a, APP_NAMES[a]) for a in APPS],
+            **extra}
+
+
+@login_required
+def history_page(request):
+    return render(request, "data/history.html", _context(request))
+
+
+@login_required
+@require_POST
+def history_preview(request):
+    upload = request.FILES.get("history")
+    if upload is None:
+        return _error(request, _("Choose an export file to upload."))
+    limit = settings.PREVIOUSLY_MAX_IMPORT_BYTES
+    if upload.size > limit:
+        return _error(request, _("That file is %(size)s bytes; the limit is %(limit)s bytes (PREVIOUSLY_MAX_IMPORT_BYTES).")
+                      % {"size": f"{upload.size:,}", "limit": f"{limit:,}"})
+    key = (request.POST.get("profile") or "").strip() or current_profile(request).key
+    if not PROFILE_KEY_RE.fullmatch(key):
+        return _error(request, _("A companion's key is 1-32 characters of a-z, 0-9, '_' or '-'."))
+    fmt = request.POST.get("format") or "auto"
+    if fmt != "auto" and fmt not in APPS:
+        fmt = "auto"
+    drop_preview((request.session.pop(PENDING, None) or {}).get("token"))
+    token = save_preview(upload)
+    name = Path(upload.name or "upload").name[:120]
+    try:
+        with HistoryImport(preview_path(token), user=request.user, name=name, profile_key=key, fmt=fmt) as imp:
+            report = imp.preview()
+    except Refused as exc:
+        drop_preview(token)
+        return _error(request, _("This file cannot be imported; nothing was written. %(reason)s") % {"reason": exc})
+    request.session[PENDING] = {"token": token, "profile": key, "format": report.app, "name": name}
+    return render(request, "data/history.html", _context(
+        request, preview=report, total=report.total(), token=token, shown=report.conversations[:SHOWN],
+        app_name=APP_NAMES[report.app],
+    ))
+
+
+@login_required
+@require_POST
+def history_apply(request):
+    pending = request.session.get(PENDING) or {}
+    if not pending or pending.get("token") != request.POST.get("token"):
+        return redirect("data_history")
+    del request.session[PENDING]
+    if "cancel" in request.POST:
+        drop_preview(pending["token"])
+        return redirect("data_history")
+    if not preview_exists(pending["token"]):
+        return _error(request, _("That preview has expired; upload the file again."))
+    token = pending["token"]
+    _write_progress(token, {"state": "queued", "done": 0, "total": 0})
+    request.session[RUNNING] = token
+    apply_history.enqueue(token, request.user.pk, pending["profile"], pending["format"], pending["name"])
+    return redirect("data_history_progress", token=token)
+
+
+@login_required
+def history_progress(request, token: str):
+    if request.session.get(RUNNING) != token:
+        raise Http404("no such import")
+    state = _read_progress(token) or {"state": "gone"}
+    template = "data/history.html#progress" if request.headers.get("HX-Request") else "data/history.html"
+    return render(request, template, _context(request, progress=state, token=token))
+
+
+def _error(request, message: str):
+    return render(request, "data/history.html", _context(request, error=message), status=400)
+
+
+@task()
+def apply_history(token: str, user_id: int, profile_key: str, fmt: str, name: str) -> str:
+    """Apply a previewed history import, writing its progress for the page; returns its state."""
+    user = get_object_or_404(get_user_model(), pk=user_id)
+    last = [0.0]
+
+    def progress(stage: str, done: int, total: int) -> None:
+        now = time.monotonic()
+        if now - last[0] >= 0.5:
+            last[0] = now
+            _write_progress(token, {"state": "running", "stage": stage, "done": done, "total": total})
+
+    try:
+        with HistoryImport(preview_path(token), user=user, name=name, profile_key=profile_key, fmt=fmt) as imp:
+            report = apply(imp, progress=progress)
+        t = report.total()
+        state = {"state": "done", "written": report.written, "slices": report.slices, "lines": t.lines,
+                 "alternatives": t.alternatives, "already": t.already, "tombstoned": t.tombstoned,
+                 "experiences": report.experiences_new, "profile": report.profile,
+                 "conversations": len(report.conversations)}
+    except Refused as exc:
+        state = {"state": "refused", "error": str(exc)}
+    except DatabaseError as exc:
+        state = {"state": "stopped", "error": f"{exc.__class__.__name__}: {exc}"}
+    except Exception as exc:  # the page must learn it stopped, whatever stopped it
+        log.exception("history import %s stopped", token)
+        state = {"state": "stopped", "error": exc.__class__.__name__}
+    finally:
+        drop_preview(token)
+    _write_progress(token, state)
+    return state["state"]

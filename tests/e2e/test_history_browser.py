@@ -1,0 +1,119 @@
+"""Bring your history in a real browser (SPEC H1, issue 27 point 6): upload a ChatGPT export
+on the data page, check the preview, apply it, watch it finish, and find the conversations in
+the chat's side panel and on the timeline; zh and en, 1280 and 390 px.
+Screenshots: var/test-artifacts/history-<state>-<width>-<lang>.png."""
+
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.test.utils import override_settings
+
+from memory.models import Message, Profile, Slice
+from tests.e2e.conftest import CHROMIUM_ARGS, chromium_path
+from tests.e2e.live import LiveChatServer
+from tests.memory.history import samples as s
+
+ARTIFACTS = Path(settings.BASE_DIR) / "var" / "test-artifacts"
+LOCALES = {"en": "en-GB", "zh": "zh-CN"}
+WORDS = {
+    "en": {"preview": "Preview (nothing written yet)", "apply": "Apply this import", "done": "Imported",
+           "new": "It makes a new companion"},
+    "zh": {"preview": "预览（尚未写入）", "apply": "执行导入", "done": "已导入", "new": "将新建伙伴"},
+}
+
+
+def off_the_loop(fn):
+    """Playwright's sync API runs an event loop in this thread; the ORM refuses to run there."""
+    with ThreadPoolExecutor(1) as pool:
+        return pool.submit(fn).result()
+
+
+def imported(username: str, key: str) -> tuple[list[str], int]:
+    profile = Profile.objects.get(user__username=username, key=key)
+    keys = list(Slice.objects.filter(profile=profile).order_by("started_at").values_list("key", flat=True))
+    return keys, Message.objects.filter(profile=profile).count()
+
+
+@pytest.mark.browser
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+class HistoryInTheBrowser(LiveChatServer):
+    @classmethod
+    def setUpClass(cls):
+        cls.media = tempfile.TemporaryDirectory()
+        cls._media = override_settings(MEDIA_ROOT=cls.media.name)
+        cls._media.enable()  # before the fork, so the server keeps uploads there
+        super().setUpClass()
+
+    @classmethod
+    def tearDownClass(cls):
+        super().tearDownClass()
+        cls._media.disable()
+        cls.media.cleanup()
+
+    def test_upload_preview_apply_then_panel_and_timeline(self):
+        from playwright.sync_api import expect, sync_playwright
+
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        t0 = time.time() - 2 * 86400
+        export = s.chatgpt_zip(Path(self.media.name) / "chatgpt-export.zip", [
+            s.chatgpt_conversation(cid="trip", title="Trip to Hangzhou", t0=t0),
+            s.chatgpt_conversation(cid="later", title="Another day", t0=t0 + 86400),
+        ], images={"file-AbC123-photo.png": s.png()})
+        for lang in LOCALES:
+            self.make_user(f"hist-{lang}", f"pw-hist-{lang}-12345")
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
+            for lang, locale in LOCALES.items():
+                words = WORDS[lang]
+                for width in (1280, 390):
+                    ctx = browser.new_context(viewport={"width": width, "height": 900}, locale=locale)
+                    page = ctx.new_page()
+                    page.goto(f"{self.live_server_url}/login/")
+                    page.fill("#id_username", f"hist-{lang}")
+                    page.fill("#id_password", f"pw-hist-{lang}-12345")
+                    page.click("main button[type=submit]")
+                    page.wait_for_selector("#composer-text")
+                    key = f"mia{width}"
+                    page.goto(f"{self.live_server_url}/data/")
+                    page.click("#bring-history a")
+                    page.fill("#history-upload input[name=profile]", key)
+                    page.set_input_files("#history-upload input[type=file]", str(export))
+                    page.screenshot(path=str(ARTIFACTS / f"history-upload-{width}-{lang}.png"), full_page=True)
+                    page.click("#history-upload button[type=submit]")
+                    preview = page.locator("#history-preview")
+                    expect(preview.locator("h2")).to_have_text(words["preview"])
+                    expect(preview).to_contain_text(words["new"])
+                    expect(preview.locator("#history-conversations tbody tr")).to_have_count(2)
+                    expect(preview.locator("#history-conversations")).to_contain_text("Trip to Hangzhou")
+                    totals = preview.locator("#history-totals")
+                    expect(totals.locator("tr").nth(0).locator("td")).to_have_text("10")
+                    expect(totals.locator("tr").nth(1).locator("td")).to_have_text("2")
+                    expect(totals.locator("tr").nth(3).locator("td")).to_have_text("2 / 0")
+                    page.screenshot(path=str(ARTIFACTS / f"history-preview-{width}-{lang}.png"), full_page=True)
+                    page.click("#history-apply")
+                    expect(page.locator("#history-done")).to_be_visible(timeout=20_000)
+                    expect(page.locator("#history-progress h2")).to_have_text(words["done"])
+                    page.screenshot(path=str(ARTIFACTS / f"history-done-{width}-{lang}.png"), full_page=True)
+
+                    slices, count = off_the_loop(lambda lang=lang, key=key: imported(f"hist-{lang}", key))
+                    assert len(slices) == 4 and count == 12, (slices, count)
+                    # The chat's side panel lists the imported conversations.
+                    page.goto(f"{self.live_server_url}/?profile={key}")
+                    page.wait_for_selector("#composer-text")
+                    if width < 700:
+                        page.click("#conversations > summary")
+                    for sl in slices:
+                        expect(page.locator(f'#conversation-list li[data-key="{sl}"]')).to_have_count(1)
+                    expect(page.locator("#conversation-list")).to_contain_text("周末想去杭州")
+                    page.screenshot(path=str(ARTIFACTS / f"history-panel-{width}-{lang}.png"))
+                    # And the timeline.
+                    page.goto(f"{self.live_server_url}/timeline/?profile={key}")
+                    for sl in slices:
+                        expect(page.locator(f"#slice-{sl}")).to_have_count(1)
+                    page.screenshot(path=str(ARTIFACTS / f"history-timeline-{width}-{lang}.png"), full_page=True)
+                    ctx.close()
+            browser.close()

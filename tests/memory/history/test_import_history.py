@@ -1,0 +1,282 @@
+"""Bringing history in (SPEC H1; issue 27 points 1-4, 6, 9): every format, read from realistic
+fixtures, previewed, written, and imported again."""
+
+import json
+from datetime import UTC, datetime
+from zoneinfo import ZoneInfo
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from memory.interop.history import HistoryImport, apply
+from memory.interop.history.shapes import Skip
+from memory.models import Experience, Message, Profile, Slice, Tombstone
+from tests.memory.history import samples as s
+
+pytestmark = pytest.mark.django_db
+
+
+def run(path, user, **kw):
+    with HistoryImport(path, user=user, **kw) as imp:
+        return apply(imp)
+
+
+def preview(path, user, **kw):
+    with HistoryImport(path, user=user, **kw) as imp:
+        return imp.preview()
+
+
+def lines(profile, **kw):
+    return list(Message.objects.filter(profile=profile, deleted_at__isnull=True, **kw).order_by("created_at", "id"))
+
+
+# --- ChatGPT: the visible path, skips, alternatives, times (points 1, 2) ---------------------------------------------
+
+def test_chatgpt_zip_visible_path_only(tmp_path, user, profile):
+    path = s.chatgpt_zip(tmp_path / "export.zip", [s.chatgpt_conversation()], images={"file-AbC123-photo.png": s.png()})
+    report = run(path, user)
+    assert report.app == "chatgpt"
+    texts = [m.content for m in lines(profile)]
+    assert texts == ["周末想去杭州，有什么建议？", "可以去西湖和灵隐寺。", "Look at this photo", "A lovely lake view.",
+                     "def f():\n    pass"]
+    t = report.total()
+    assert t.lines == 5 and t.alternatives == 1
+    assert t.skipped[Skip.SYSTEM] == 1 and t.skipped[Skip.CUSTOM_INSTRUCTIONS] == 1 and t.skipped[Skip.APP_MEMORY] == 1
+    assert t.skipped[Skip.TOOL] == 2 and t.skipped[Skip.REASONING] == 1 and t.skipped[Skip.EMPTY] == 1
+    assert t.skipped[Skip.BRANCH] == 2  # the edited prompt and its reply
+    assert t.images_found == 1 and t.images_missing == 0
+
+
+def test_chatgpt_regenerated_reply_is_a_hidden_alternative(tmp_path, user, profile):
+    run(s.chatgpt_zip(tmp_path / "e.zip", [s.chatgpt_conversation()]), user)
+    user_line = Message.objects.get(profile=profile, content="周末想去杭州，有什么建议？")
+    replies = Message.objects.filter(reply_of=user_line).order_by("created_at")
+    assert [(m.content, m.deleted_at is not None) for m in replies] == [
+        ("First draft: go to West Lake.", True), ("可以去西湖和灵隐寺。", False)]
+    from memory.models import RecallDocument
+    assert not RecallDocument.objects.filter(message__content__startswith="First draft").exists()
+    assert RecallDocument.objects.filter(message__content="可以去西湖和灵隐寺。").exists()
+
+
+def test_chatgpt_times_to_the_second_and_null_time_takes_the_previous(tmp_path, user, profile):
+    run(s.chatgpt_zip(tmp_path / "e.zip", [s.chatgpt_conversation()]), user)
+    by = {m.content: m.created_at for m in lines(profile)}
+    t0 = datetime.fromtimestamp(s.T0, tz=UTC)
+    assert by["周末想去杭州，有什么建议？"] == t0
+    assert by["A lovely lake view."] == datetime.fromtimestamp(s.T0 + 70, tz=UTC)  # null: the photo line's time
+
+
+def test_chatgpt_image_in_the_zip_becomes_an_image_message(tmp_path, user, profile):
+    run(s.chatgpt_zip(tmp_path / "e.zip", [s.chatgpt_conversation()], images={"file-AbC123-photo.png": s.png()}), user)
+    photo = Message.objects.get(profile=profile, content="Look at this photo")
+    assert photo.message_type == Message.Type.IMAGE
+    assert photo.attachment["content_type"] == "image/png" and photo.attachment["width"] == 8
+
+
+def test_chatgpt_missing_image_is_counted_and_the_text_kept(tmp_path, user, profile):
+    report = run(s.chatgpt_zip(tmp_path / "e.zip", [s.chatgpt_conversation()]), user)
+    assert report.total().images_missing == 1
+    photo = Message.objects.get(profile=profile, content="Look at this photo")
+    assert photo.message_type == Message.Type.TEXT
+
+
+def test_chatgpt_split_conversation_files_read_in_order(tmp_path, user, profile):
+    convs = [s.chatgpt_conversation(cid=f"c-{i}", t0=s.T0 + i * 86400) for i in range(3)]
+    report = run(s.chatgpt_zip(tmp_path / "e.zip", convs, split=True), user)
+    assert [c.key for c in report.conversations] == ["c-0", "c-1", "c-2"]
+
+
+def test_chatgpt_plain_conversations_json_is_recognised_by_content(tmp_path, user, profile):
+    path = tmp_path / "whatever.txt"
+    path.write_text(json.dumps([s.chatgpt_conversation()]), encoding="utf-8")
+    assert preview(path, user).app == "chatgpt"
+
+
+def test_chatgpt_memory_becomes_candidate_experiences_citing_the_import(tmp_path, user, profile):
+    report = run(s.chatgpt_zip(tmp_path / "e.zip", [s.chatgpt_conversation()]), user)
+    exps = Experience.objects.filter(profile=profile).order_by("content")
+    assert report.experiences_new == 3
+    assert sorted(e.content for e in exps) == ["1. [2024-05-01]. Has a cat named Mochi.", "Answer briefly.",
+                                               "I live in Shanghai and teach piano."]
+    assert {e.status for e in exps} == {Experience.Status.CANDIDATE}
+    assert all(e.legacy_extra["import"]["file"] == "e.zip" for e in exps)
+    assert not Message.objects.filter(profile=profile, content__contains="Mochi").exists()
+    assert exps[0].history.first().actor == "import"
+
+
+# --- conversations stay apart; idempotency, tombstones, interruption (point 3) ---------------------------------------
+
+def test_each_conversation_its_own_slices_split_by_the_gap(tmp_path, user, profile):
+    convs = [s.chatgpt_conversation(cid="a", t0=s.T0), s.chatgpt_conversation(cid="b", t0=s.T0 + 60)]
+    run(s.chatgpt_zip(tmp_path / "e.zip", convs), user)
+    slices = Slice.objects.filter(profile=profile)
+    # Each conversation: its first lines, then 4 hours later the code line (past the 30 min gap).
+    assert slices.count() == 4
+    assert {s_.close_reason for s_ in slices} == {Slice.CloseReason.IMPORT}
+    for sl in slices:
+        assert len({m.mid[:3] for m in sl.messages.all()}) == 1
+    keys_by_slice = [set(Message.objects.filter(slice=sl).values_list("source_id", flat=True)) for sl in slices]
+    assert all(k == {"chatgpt"} for k in keys_by_slice)
+
+
+def test_live_chat_is_never_joined(tmp_path, user, profile):
+    from memory.archive import archive_message
+    live = archive_message(profile=profile, mid="c_00000000000000aa", speaker="user", content="live line",
+                           created_at=datetime.fromtimestamp(s.T0 + 2, tz=UTC))
+    run(s.chatgpt_zip(tmp_path / "e.zip", [s.chatgpt_conversation()]), user)
+    assert Message.objects.filter(slice=live.message.slice).count() == 1
+
+
+def test_reimport_adds_and_changes_nothing(tmp_path, user, profile):
+    path = s.chatgpt_zip(tmp_path / "e.zip", [s.chatgpt_conversation()], images={"file-AbC123-x.png": s.png()})
+    first = run(path, user)
+    before = list(Message.objects.order_by("pk").values())
+    slices = list(Slice.objects.order_by("pk").values())
+    again = run(path, user)
+    assert first.written == 6 and again.written == 0 and again.slices == 0
+    assert again.total().already == 6 and again.total().new == 0 and again.experiences_new == 0
+    assert list(Message.objects.order_by("pk").values()) == before
+    assert list(Slice.objects.order_by("pk").values()) == slices
+
+
+def test_tombstoned_line_stays_out(tmp_path, user, profile):
+    from memory.deletion import hard_delete_message
+    path = s.chatgpt_zip(tmp_path / "e.zip", [s.chatgpt_conversation()])
+    run(path, user)
+    gone = Message.objects.get(profile=profile, content="可以去西湖和灵隐寺。")
+    hard_delete_message(gone) if callable(hard_delete_message) else None
+    assert Tombstone.objects.filter(profile=profile, object_id=gone.mid).exists()
+    report = run(path, user)
+    assert report.written == 0
+    assert report.total().tombstoned >= 1
+    assert not Message.objects.filter(profile=profile, mid=gone.mid).exists()
+
+
+def test_interrupted_import_is_finished_by_running_it_again(tmp_path, user, profile, settings, monkeypatch):
+    settings.PREVIOUSLY_HISTORY_BATCH_ROWS = 2
+    convs = [s.chatgpt_conversation(cid=f"c-{i}", t0=s.T0 + i * 86400) for i in range(3)]
+    path = s.chatgpt_zip(tmp_path / "e.zip", convs)
+    from memory.interop.history import write
+    real, calls = write._Writer._write, []
+
+    def failing(self, batch, attachments):
+        calls.append(1)
+        if len(calls) == 4:
+            raise RuntimeError("power cut")
+        return real(self, batch, attachments)
+
+    monkeypatch.setattr(write._Writer, "_write", failing)
+    with pytest.raises(RuntimeError):
+        run(path, user)
+    partial = Message.objects.filter(profile=profile).count()
+    assert 0 < partial < 18
+    monkeypatch.setattr(write._Writer, "_write", real)
+    report = run(path, user)
+    assert Message.objects.filter(profile=profile).count() == 18
+    assert report.written == 18 - partial
+    # The finished conversation's segments are each one slice still.
+    assert Slice.objects.filter(profile=profile).count() == 6
+
+
+# --- the other formats -----------------------------------------------------------------------------------------------
+
+def test_claude_every_message_text(tmp_path, user, profile):
+    import zipfile
+    path = tmp_path / "claude.zip"
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("conversations.json", json.dumps(s.claude_conversations()))
+        z.writestr("users.json", "[]")
+        z.writestr("projects.json", "[]")
+    report = run(path, user)
+    assert report.app == "claude"
+    got = [(m.speaker, m.content, m.created_at) for m in lines(profile)]
+    assert got == [
+        ("user", "How long should I practise scales?", datetime(2025, 2, 1, 9, 0, 1, tzinfo=UTC)),
+        ("assistant", "Ten minutes a day is plenty.", datetime(2025, 2, 1, 9, 0, 9, tzinfo=UTC)),
+        ("user", "谢谢！", datetime(2025, 2, 1, 11, 30, tzinfo=UTC)),
+    ]
+    t = report.total()
+    assert t.skipped[Skip.REASONING] == 1 and t.skipped[Skip.TOOL] == 1
+    assert t.skipped[Skip.ATTACHMENT_TEXT] == 1 and t.skipped[Skip.EMPTY] == 1
+    assert Slice.objects.filter(profile=profile).count() == 2  # 09:00 and 11:30
+
+
+def test_openwebui_path_from_current_id(tmp_path, user, profile):
+    path = tmp_path / "chat-export.json"
+    path.write_text(json.dumps(s.openwebui_chats()), encoding="utf-8")
+    report = run(path, user)
+    assert report.app == "openwebui"
+    assert [m.content for m in lines(profile)] == ["Hi there", "Hey! (second)", "Tell me a joke"]
+    hidden = Message.objects.get(profile=profile, content="Hello! (first)")
+    assert hidden.deleted_at is not None and hidden.reply_of.content == "Hi there"
+    t = report.total()
+    assert t.skipped[Skip.SYSTEM_PROMPT] == 1 and t.skipped[Skip.ERROR] == 1 and t.alternatives == 1
+
+
+def test_sillytavern_wall_clock_in_the_companions_zone(tmp_path, user, profile):
+    profile.tz = "Asia/Shanghai"
+    profile.save()
+    report = run(s.write_jsonl(tmp_path / "Mia - chat.jsonl", s.sillytavern_lines()), user)
+    assert report.app == "sillytavern"
+    got = [(m.speaker, m.content) for m in lines(profile)]
+    assert got == [("assistant", "Hello, Alex!"), ("user", "Good evening."), ("assistant", "Evening! Tea?")]
+    first = lines(profile)[0]
+    assert first.created_at == datetime(2025, 6, 14, 18, 22, tzinfo=ZoneInfo("Asia/Shanghai"))
+    t = report.total()
+    assert t.skipped[Skip.NARRATION] == 1 and t.skipped[Skip.SYSTEM] == 1 and t.skipped[Skip.REASONING] == 1
+    assert t.alternatives == 1  # "Evening!" (the empty swipe is nothing)
+    assert t.skipped[Skip.BRANCH] == 1  # the greeting's other swipe: an alternate greeting, counted
+    alt = Message.objects.get(profile=profile, content="Evening!")
+    assert alt.deleted_at is not None and alt.reply_of.content == "Good evening."
+
+
+def test_sillytavern_iso_dates_are_absolute(tmp_path, user, profile):
+    dates = ("2025-06-14T10:22:00.000Z", "2025-06-14T10:23:00.000Z", "2025-06-14T10:25:00.000Z")
+    run(s.write_jsonl(tmp_path / "c.jsonl", s.sillytavern_lines(dates)), user)
+    assert lines(profile)[0].created_at == datetime(2025, 6, 14, 10, 22, tzinfo=UTC)
+
+
+# --- preview (point 6) and the command -------------------------------------------------------------------------------
+
+def test_preview_writes_nothing_and_says_everything(tmp_path, user, profile):
+    path = s.chatgpt_zip(tmp_path / "e.zip", [s.chatgpt_conversation()])
+    report = preview(path, user)
+    assert Message.objects.count() == 0 and Experience.objects.count() == 0
+    j = report.as_json()
+    assert j["dry_run"] and j["companion"] == "owner" and j["conversations"] == 1
+    assert j["total"]["lines"] == 5 and j["total"]["alternatives"] == 1 and j["total"]["new"] == 6
+    assert j["total"]["images_missing"] == 1
+    assert j["total"]["first"].startswith("2024-06-10") and j["experiences"]["new"] == 3
+
+
+def test_command_dry_run_and_apply_to_a_new_companion(tmp_path, user):
+    path = s.chatgpt_zip(tmp_path / "e.zip", [s.chatgpt_conversation()])
+    out = tmp_path / "r.json"
+    call_command("import_history", str(path), "--user", "alice", "--profile", "mia", "--dry-run",
+                 "--report-json", str(out))
+    assert not Profile.objects.filter(key="mia").exists()
+    assert json.loads(out.read_text())["dry_run"] is True
+    call_command("import_history", str(path), "--user", "alice", "--profile", "mia")
+    mia = Profile.objects.get(user=user, key="mia")
+    assert Message.objects.filter(profile=mia).count() == 6
+
+
+def test_command_refusal_names_file_and_record(tmp_path, user):
+    conv = s.chatgpt_conversation()
+    conv["mapping"]["u1"]["parent"] = "a3"  # the parents loop
+    conv["mapping"]["root"]["parent"] = "a3"
+    path = s.chatgpt_zip(tmp_path / "loop.zip", [conv])
+    with pytest.raises(CommandError, match=r"refused: loop\.zip:conversations\.json\[0\] \(c-1\): the parents form a loop"):
+        call_command("import_history", str(path), "--user", "alice")
+    assert Message.objects.count() == 0
+
+
+def test_an_image_member_that_is_not_an_image_or_too_large_is_counted_missing(tmp_path, user, profile, settings):
+    settings.PREVIOUSLY_IMAGE_MAX_BYTES = 1000
+    path = s.chatgpt_zip(tmp_path / "e.zip", [s.chatgpt_conversation()],
+                         images={"file-AbC123-photo.png": b"\0" * 5000})
+    report = run(path, user)
+    assert report.total().images_missing == 1 and report.total().images_found == 0
+    photo = Message.objects.get(profile=profile, content="Look at this photo")
+    assert photo.message_type == Message.Type.TEXT

@@ -1,0 +1,63 @@
+"""The data page's history import (SPEC H1, issue 27 point 6): upload, preview, apply with
+progress, result."""
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.urls import reverse
+
+from memory.models import Message, Profile
+from tests.memory.history import samples as s
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def client_in(client, user):
+    client.force_login(user)
+    return client
+
+
+def upload(client_in, tmp_path, **extra):
+    path = s.chatgpt_zip(tmp_path / "chatgpt-export.zip", [s.chatgpt_conversation()])
+    data = {"history": SimpleUploadedFile("chatgpt-export.zip", path.read_bytes()), "profile": "mia", **extra}
+    return client_in.post(reverse("data_history_preview"), data)
+
+
+def test_preview_then_apply_then_progress_shows_the_result(client_in, tmp_path, user):
+    page = upload(client_in, tmp_path)
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "chatgpt-export.zip: a ChatGPT export with 1 conversation." in html
+    assert "It makes a new companion <code>mia</code>." in html
+    assert "Trip to Hangzhou" in html and Message.objects.count() == 0
+    token = client_in.session["history_import_pending"]["token"]
+    done = client_in.post(reverse("data_history_apply"), {"token": token}, follow=True)
+    assert done.status_code == 200
+    assert "6 messages from 1 conversations, in 2 new slices." in done.content.decode()
+    mia = Profile.objects.get(user=user, key="mia")
+    assert Message.objects.filter(profile=mia).count() == 6
+    poll = client_in.get(reverse("data_history_progress", args=[token]), HTTP_HX_REQUEST="true")
+    assert 'id="history-done"' in poll.content.decode() and "<html" not in poll.content.decode()
+
+
+def test_refused_file_names_the_problem_and_keeps_nothing(client_in, tmp_path):
+    conv = s.chatgpt_conversation()
+    conv["mapping"]["root"]["parent"] = "a3"
+    path = s.chatgpt_zip(tmp_path / "loop.zip", [conv])
+    page = client_in.post(reverse("data_history_preview"),
+                          {"history": SimpleUploadedFile("loop.zip", path.read_bytes()), "profile": "owner"})
+    assert page.status_code == 400
+    assert "loop.zip:conversations.json[0] (c-1): the parents form a loop" in page.content.decode()
+    assert "history_import_pending" not in client_in.session
+
+
+def test_someone_elses_progress_is_not_found(client_in, tmp_path):
+    assert client_in.get(reverse("data_history_progress", args=["0" * 32])).status_code == 404
+
+
+def test_cancel_drops_the_upload(client_in, tmp_path):
+    upload(client_in, tmp_path)
+    token = client_in.session["history_import_pending"]["token"]
+    client_in.post(reverse("data_history_apply"), {"token": token, "cancel": "1"})
+    from memory.interop.previews import preview_exists
+    assert not preview_exists(token) and Message.objects.count() == 0
