@@ -24,7 +24,7 @@ from memory.card import detect_format, render
 from memory.card.lines import CardLine, card_lines, without_lines
 from memory.card.store import line_diff, parse_or_empty, refresh_injected_card
 from memory.hashing import content_hash
-from memory.images import attachment_paths
+from memory.images import attachment_paths, avatar_paths
 from memory.models import (
     Card,
     CardSnapshot,
@@ -763,7 +763,7 @@ def delete_profile(profile: Profile) -> dict[str, int]:
                 "attachment", flat=True
             )
             if isinstance(a, dict) and a.get("path")
-        ]
+        ] + avatar_paths(profile.pk, Profile.objects.filter(pk=profile.pk).values_list("avatar", flat=True).first())
         forget_profile(profile.pk)
         profile.delete()
 

@@ -2,6 +2,7 @@
 
 from memory.models.archive import Message, MessageQuerySet, Profile, Slice, SliceLogEntry
 from memory.models.card import Card, CardSnapshot, EvolutionRun
+from memory.models.companion import CatchUp, CompanionCard, LoreEntry
 from memory.models.curation import (
     Experience,
     ExperienceHistory,
@@ -18,6 +19,8 @@ from memory.models.recall import RecallDocument, RecallStats, RecallTerm, Recall
 __all__ = [
     "Card",
     "CardSnapshot",
+    "CatchUp",
+    "CompanionCard",
     "EvolutionRun",
     "Experience",
     "ExperienceHistory",
@@ -26,6 +29,7 @@ __all__ = [
     "Highlight",
     "LegacyFragment",
     "LegacyMeta",
+    "LoreEntry",
     "Message",
     "MessageQuerySet",
     "ProactiveSend",
