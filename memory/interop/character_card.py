@@ -280,7 +280,7 @@ def build_persona(card: ParsedCard, *, person: str, language: str) -> str:
     if system:
         parts.append(system)
     if filled("mes_example"):
-        parts.append(f"{words['examples']}{colon}\n{filled('mes_example')}")
+        parts.append(f"{words['examples']}{colon.strip()}\n{filled('mes_example')}")
     return "\n\n".join(p for p in parts if p)
 
 

@@ -123,6 +123,7 @@ def fill(world, name: str, params: tuple[str, ...], route: str) -> dict:
         "id": str(world["alice"].pk),
         "content_type_id": str(ContentType.objects.get_for_model(Message).pk),
         "pk": world["image"].pk,  # /images/<pk>/: A's image message
+        "fmt": "md",  # /profiles/<key>/export/<fmt>/: a conversation as Markdown
     }
     out = {}
     for p in params:

@@ -10,6 +10,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from PIL import Image
 
+from memory.deletion import delete_profile
 from memory.interop.character_card import (
     CardRefused,
     export_card_json,
@@ -62,7 +63,7 @@ def test_a_v2_png_card_makes_a_companion_with_persona_avatar_lorebook_and_greeti
     assert "Personality: caring, protective, soft-spoken, fiercely loyal to Mei" in persona
     assert "Scenario: Mei wakes up in Seraphina's cottage" in persona
     assert "Write Seraphina's next reply in a gentle voice." in persona and "{{original}}" not in persona
-    assert "Example dialogue: \n<START>\nMei: Where am I?\nSeraphina: *smiles* Safe." in persona
+    assert "Example dialogue:\n<START>\nMei: Where am I?\nSeraphina: *smiles* Safe." in persona
     assert "{{" not in persona
     # The avatar: re-encoded (no card chunk left in it), with a thumbnail.
     avatar = companion.avatar
@@ -291,3 +292,15 @@ def test_a_rewritten_persona_is_what_the_card_exports(person, tmp_path):
     card = read_card(export_card_json(companion), name="x.json")
 
     assert card.data["description"] == "Seraphina retired to the coast." and card.data["personality"] == ""
+
+
+def test_deleting_the_companion_removes_its_avatar_files(person, tmp_path, django_capture_on_commit_callbacks):
+    import_character_card(write(tmp_path, "s.png", v2_png()), user=person)
+    companion = Profile.objects.get(user=person)
+    paths = [companion.avatar["path"], companion.avatar["thumb"]]
+
+    with django_capture_on_commit_callbacks(execute=True):
+        delete_profile(companion)
+
+    assert not any(default_storage.exists(p) for p in paths)
+    assert not CompanionCard.objects.exists() and not LoreEntry.objects.exists()
