@@ -14,7 +14,7 @@ import json
 import struct
 import zlib
 
-from PIL import Image
+from PIL import Image, ImageDraw
 
 V2_CARD = {
     "spec": "chara_card_v2",
@@ -135,8 +135,19 @@ def as_v3(card: dict) -> dict:
 
 
 def picture(size=(256, 384), colour=(200, 120, 160)) -> bytes:
+    """A card picture: a dusk gradient with a pale face-like disc, so screenshots show a picture."""
+    width, height = size
+    image = Image.new("RGB", size, colour)
+    draw = ImageDraw.Draw(image)
+    for y in range(height):
+        t = y / max(height - 1, 1)
+        draw.line([(0, y), (width, y)], fill=(int(colour[0] * (1 - t) + 40 * t), int(colour[1] * (1 - t) + 60 * t),
+                                                int(colour[2] * (1 - t) + 110 * t)))
+    r = width // 4
+    draw.ellipse([width // 2 - r, height // 3 - r, width // 2 + r, height // 3 + r], fill=(250, 225, 205))
+    draw.rectangle([width // 2 - r, height // 3 - r, width // 2 + r, height // 3 - r // 3], fill=(235, 140, 180))
     out = io.BytesIO()
-    Image.new("RGB", size, colour).save(out, "PNG")
+    image.save(out, "PNG")
     return out.getvalue()
 
 
