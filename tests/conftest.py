@@ -78,3 +78,10 @@ def _tasks_run_immediately(settings):
     # model answers meant for replies.
     settings.PREVIOUSLY_PROACTIVE_CHECK_SECONDS = 0
     settings.PREVIOUSLY_PROACTIVE_RETURN_HOURS = 0
+
+
+@pytest.fixture
+def media_in_tmp(settings, tmp_path):
+    """Stored files (images, avatars, pending imports) go to the test's own folder."""
+    settings.STORAGES = {**settings.STORAGES, "default": {
+        "BACKEND": "django.core.files.storage.FileSystemStorage", "OPTIONS": {"location": str(tmp_path / "media")}}}

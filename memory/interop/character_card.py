@@ -115,6 +115,16 @@ def read_card(source: str | Path | bytes, *, name: str = "") -> ParsedCard:
     return parsed
 
 
+def is_character_card(source: str | Path | bytes) -> bool:
+    """Whether `source` holds a character card (for `import_history`'s detection by content): a
+    PNG with a card chunk, or a card's JSON, within the card size limit."""
+    try:
+        read_card(source)
+    except CardRefused:
+        return False
+    return True
+
+
 def _read_bytes(source, label: str) -> bytes:
     limit = settings.PREVIOUSLY_IMAGE_MAX_BYTES
     if isinstance(source, bytes):

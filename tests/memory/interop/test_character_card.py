@@ -16,6 +16,7 @@ from memory.interop.character_card import (
     export_card_json,
     export_card_png,
     import_character_card,
+    is_character_card,
     read_card,
 )
 from memory.models import CompanionCard, LoreEntry, Message, Profile, Slice
@@ -31,13 +32,7 @@ from tests.memory.interop.card_fixtures import (
     with_text_chunks,
 )
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def _media(settings, tmp_path):
-    settings.STORAGES = {**settings.STORAGES, "default": {
-        "BACKEND": "django.core.files.storage.FileSystemStorage", "OPTIONS": {"location": str(tmp_path / "media")}}}
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("media_in_tmp")]
 
 
 @pytest.fixture
@@ -304,3 +299,11 @@ def test_deleting_the_companion_removes_its_avatar_files(person, tmp_path, djang
 
     assert not any(default_storage.exists(p) for p in paths)
     assert not CompanionCard.objects.exists() and not LoreEntry.objects.exists()
+
+
+def test_detection_by_content_tells_a_card_from_other_files(tmp_path):
+    assert is_character_card(v2_png()) and is_character_card(v3_png(with_v2=False))
+    assert is_character_card(write(tmp_path, "x.bin", json.dumps(CHINESE_CARD).encode()))
+    assert not is_character_card(picture())
+    assert not is_character_card(b'[{"title": "a ChatGPT conversation", "mapping": {}}]')
+    assert not is_character_card(b'{"user_name": "Mei", "character_name": "Aria"}\n{"mes": "hi"}')

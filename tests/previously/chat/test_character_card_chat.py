@@ -15,15 +15,9 @@ from memory.models import LoreEntry, Message, Profile
 from previously.chat.turn import Refused, _prepare_regenerate, mark_alternatives, prepare
 from tests.memory.interop.card_fixtures import CHINESE_CARD, v2_png
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("media_in_tmp")]
 
 T0 = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
-
-
-@pytest.fixture(autouse=True)
-def _media(settings, tmp_path):
-    settings.STORAGES = {**settings.STORAGES, "default": {
-        "BACKEND": "django.core.files.storage.FileSystemStorage", "OPTIONS": {"location": str(tmp_path / "media")}}}
 
 
 @pytest.fixture

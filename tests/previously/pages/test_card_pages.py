@@ -15,13 +15,7 @@ from tests.llm_server import Turn
 from tests.memory.interop.card_fixtures import picture, v2_png
 from tests.previously.agent.helpers import make_slice
 
-pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture(autouse=True)
-def _media(settings, tmp_path):
-    settings.STORAGES = {**settings.STORAGES, "default": {
-        "BACKEND": "django.core.files.storage.FileSystemStorage", "OPTIONS": {"location": str(tmp_path / "media")}}}
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("media_in_tmp")]
 
 
 @pytest.fixture
@@ -36,6 +30,8 @@ def upload(client, data: bytes, name="Seraphina.png", **extra):
 
 
 def test_a_card_is_previewed_then_made_into_a_companion(client, user):
+    listing = client.get("/profiles/").content.decode()
+    assert "<title>Companions · Previously</title>" in listing and listing.count('id="card-import-h"') == 1
     preview = upload(client, v2_png())
 
     page = preview.content.decode()
