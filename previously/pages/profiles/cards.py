@@ -4,12 +4,16 @@ history, and leaving: a conversation or the companion as Markdown, a SillyTavern
 character card."""
 
 import io
+import itertools
 import re
+from collections.abc import Iterator
 from datetime import date
 
+from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.contrib import messages as flash
 from django.contrib.auth.decorators import login_required
+from django.core.handlers.asgi import ASGIRequest
 from django.http import Http404, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.translation import gettext as _
@@ -134,6 +138,7 @@ def avatar(request, key):
 
 # --- leaving (H4) ---------------------------------------------------------------------------------
 
+STREAM_BATCH = 200  # pieces (lines, headings) pulled from the database thread at a time
 EXPORTS = {
     "md": ("text/markdown; charset=utf-8", "md"),
     "jsonl": ("application/jsonl; charset=utf-8", "jsonl"),
@@ -163,12 +168,26 @@ def export(request, key, fmt):
     else:
         person = person_name(request.user)
         write = markdown if fmt == "md" else sillytavern_jsonl
-        response = StreamingHttpResponse(
-            (piece.encode() for piece in write(target, person=person, slice_=slice_)), content_type=content_type
-        )
+        pieces = (piece.encode() for piece in write(target, person=person, slice_=slice_))
+        response = StreamingHttpResponse(_streamed(request, pieces), content_type=content_type)
     response["Content-Disposition"] = f'attachment; filename="{stem}.{ext}"'
     response["X-Content-Type-Options"] = "nosniff"
     return response
+
+
+def _streamed(request, pieces: Iterator[bytes]):
+    """Under ASGI, an async iterator that pulls a batch of pieces at a time in the sync thread
+    (the queries stay off the event loop, and memory stays bounded: Django would otherwise read
+    a sync iterator whole before sending it); under WSGI, the pieces as they are."""
+    if not isinstance(request, ASGIRequest):
+        return pieces
+    take = sync_to_async(lambda: b"".join(itertools.islice(pieces, STREAM_BATCH)), thread_sensitive=True)
+
+    async def batches():
+        while chunk := await take():
+            yield chunk
+
+    return batches()
 
 
 def _file_stem(name: str, key: str) -> str:

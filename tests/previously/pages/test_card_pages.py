@@ -4,8 +4,9 @@ avatar and lorebook, catch up, and take conversations and the companion away."""
 import json
 
 import pytest
+from asgiref.sync import sync_to_async
 from django.core.files.uploadedfile import SimpleUploadedFile
-from django.test import Client
+from django.test import AsyncClient, Client
 
 from memory.interop.character_card import read_card
 from memory.models import CatchUp, LoreEntry, Message, Profile
@@ -159,3 +160,19 @@ def test_without_a_model_the_catch_up_button_starts_nothing(client, profile):
 def test_the_card_upload_route_takes_a_card_sized_body(settings):
     assert body_limit(b"/profiles/card/") >= settings.PREVIOUSLY_IMAGE_MAX_BYTES
 
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_under_asgi_an_export_streams_in_batches_from_the_database_thread(user):
+    profile = await sync_to_async(Profile.objects.create)(user=user, key="big", name="Big", language="en")
+    await sync_to_async(make_slice)(profile, lines=[("user", f"line {i}") for i in range(450)])
+    client = AsyncClient()
+    await sync_to_async(client.force_login)(user)
+
+    response = await client.get("/profiles/big/export/jsonl/")
+
+    assert response.is_async
+    chunks = [chunk async for chunk in response.streaming_content]
+    assert len(chunks) >= 3  # 452 lines in batches of 200
+    rows = [json.loads(row) for row in b"".join(chunks).decode().split("\n")]
+    assert [r["mes"] for r in rows[1:]] == [f"line {i}" for i in range(450)]
