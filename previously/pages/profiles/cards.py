@@ -17,7 +17,7 @@ from django.core.handlers.asgi import ASGIRequest
 from django.http import Http404, HttpResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils.translation import gettext as _
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from memory.images import read_avatar, sniff
 from memory.interop.character_card import (
@@ -199,10 +199,13 @@ def _file_stem(name: str, key: str) -> str:
 
 
 @login_required
-@require_POST
+@require_http_methods(["GET", "POST"])
 def catch_up_action(request, key):
-    """Start (after the page showed the runs and the estimate) or stop the card's catch-up."""
+    """Start (after the page showed the runs and the estimate) or stop the card's catch-up; GET
+    is its section of the settings page, which polls it while the catch-up runs."""
     target = own(request, key)
+    if request.method == "GET":
+        return render(request, "profiles/card_sections.html#catch_up", {"target": target, **card_context(target)})
     if request.POST.get("action") == "stop":
         stopped = catch_up.stop(target)
         if stopped is not None:

@@ -176,3 +176,22 @@ async def test_under_asgi_an_export_streams_in_batches_from_the_database_thread(
     assert len(chunks) >= 3  # 452 lines in batches of 200
     rows = [json.loads(row) for row in b"".join(chunks).decode().split("\n")]
     assert [r["mes"] for r in rows[1:]] == [f"line {i}" for i in range(450)]
+
+
+def test_while_it_runs_the_catch_up_section_polls_its_progress(client, profile, llm_provider):
+    slices = [make_slice(profile, key, lines=[("user", "hello")]) for key in ("2026-08-16-0515", "2026-08-17-0515")]
+    CatchUp.objects.create(profile=profile, planned=2, done=1, current=slices[1])
+
+    page = client.get("/profiles/owner/edit/")
+    section = client.get("/profiles/owner/catch-up/")
+
+    assert 'hx-get="/profiles/owner/catch-up/" hx-trigger="every 5s" hx-swap="outerHTML"' in page.content.decode()
+    assert_csp_clean(page)
+    html = section.content.decode()
+    assert html.startswith('<section class="catch-up" id="catch-up"') and "Catching up: 1 of 2 conversations read." in html
+    assert "Stop catching up" in html
+    client.post("/profiles/owner/catch-up/", {"action": "stop"})
+    assert "Stopping after the conversation in progress" in client.get("/profiles/owner/catch-up/").content.decode()
+    client.post("/profiles/owner/catch-up/", {"action": "stop"})
+    html = client.get("/profiles/owner/catch-up/").content.decode()
+    assert "Stopped after 1 of 2 conversations; start again to go on." in html and "hx-trigger" not in html
