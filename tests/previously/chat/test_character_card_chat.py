@@ -125,3 +125,17 @@ def test_the_avatar_shows_in_the_profile_list_and_the_chat(user, seraphina):
     assert image["X-Content-Type-Options"] == "nosniff"
     with default_storage.open(seraphina.avatar["path"], "rb") as fh:
         assert b"".join(image.streaming_content if image.streaming else [image.content]) == fh.read()
+
+
+def test_why_this_reply_lists_the_lorebook_entries_the_prompt_held(user, seraphina):
+    Message.objects.filter(profile=seraphina).delete()
+    line = say(seraphina, 1, "Tell me about the forest, please")
+    prepared = prepare(seraphina, line, now=line.created_at)
+    reply = say(seraphina, 2, "It is old.", T0 + timedelta(seconds=5), speaker="assistant")
+    Message.objects.filter(pk=reply.pk).update(prompt_trace=prepared.trace)
+    client = Client()
+    client.force_login(user)
+
+    page = client.get(f"/chat/why/{reply.mid}/?profile=seraphina").content.decode()
+
+    assert "Lorebook entry (" in page and "<strong>The forest</strong>: Eldoria is an ancient forest" in page
