@@ -108,8 +108,11 @@ def iso_utc(moment: datetime) -> str:
 
 
 def humanized(moment: datetime) -> str:
-    """SillyTavern's `humanizedISO8601DateTime` for a chat's `create_date`: 2026-12-01@15h20m05s."""
-    return f"{moment:%Y-%m-%d}@{moment:%H}h{moment:%M}m{moment:%S}s"
+    """SillyTavern's `humanizedISO8601DateTime` for a chat's `create_date`, to the letter:
+    month and day unpadded, milliseconds padded only below 10 (2026-12-1 @15h 20m 05s 250ms)."""
+    ms = moment.microsecond // 1000
+    return (f"{moment.year}-{moment.month}-{moment.day} @{moment:%H}h {moment:%M}m {moment:%S}s "
+            f"{'0' if ms < 10 else ''}{ms}ms")
 
 
 def sillytavern_jsonl(profile: Profile, *, person: str, slice_: Slice | None = None) -> Iterator[str]:

@@ -77,7 +77,7 @@ def test_the_sillytavern_chat_is_a_header_then_one_message_a_line(aria):
 
     rows = [json.loads(row) for row in text.split("\n")]  # as SillyTavern's import splits it
     header, messages = rows[0], rows[1:]
-    assert header == {"user_name": "Mei", "character_name": "Aria", "create_date": "2026-11-30@20h00m05s",
+    assert header == {"user_name": "Mei", "character_name": "Aria", "create_date": "2026-11-30 @20h 00m 05s 250ms",
                       "chat_metadata": {}}
     assert [(m["name"], m["is_user"], m["is_system"], m["mes"]) for m in messages] == [
         ("Mei", True, False, "Do you remember *my* cat?"),
@@ -100,4 +100,4 @@ def test_the_sillytavern_chat_of_one_conversation_has_only_its_lines(aria):
     rows = "".join(sillytavern_jsonl(aria, person="Mei", slice_=last)).split("\n")
 
     assert len(rows) == 2 and json.loads(rows[1])["mes"] == "晚安！\nSee you tomorrow"
-    assert json.loads(rows[0])["create_date"] == "2026-12-01@20h00m05s"
+    assert json.loads(rows[0])["create_date"] == "2026-12-1 @20h 00m 05s 250ms"
