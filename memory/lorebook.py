@@ -32,25 +32,28 @@ def _found(keys: Sequence[str], text: str, folded: str, case_sensitive: bool) ->
 
 def matching_entries(profile_id: int, turns: Sequence[str]) -> list[LoreEntry]:
     """The enabled entries the last `turns` (newest last) call for, highest priority first and,
-    within one priority, in the card's insertion order. One query, none when the profile has
-    no lorebook."""
-    entries = list(LoreEntry.objects.filter(profile_id=profile_id, enabled=True))
-    if not entries:
+    within one priority, in the card's insertion order. One query when the profile has no
+    lorebook; with one, the keys are read without the contents, which are loaded only for the
+    chosen entries (a turn pays for what it uses)."""
+    rows = list(
+        LoreEntry.objects.filter(profile_id=profile_id, enabled=True).exclude(content="")
+        .values_list("pk", "keys", "secondary_keys", "constant", "selective", "case_sensitive")
+    )
+    if not rows:
         return []
     depth = scan_depth(profile_id)
     text = "\n".join(t for t in list(turns)[-depth:] if t)
     folded = text.casefold()
     chosen = []
-    for entry in entries:
-        if not entry.content.strip():
+    for pk, keys, secondary, constant, selective, case_sensitive in rows:
+        if constant:
+            chosen.append(pk)
             continue
-        if entry.constant:
-            chosen.append(entry)
+        if not _found(keys, text, folded, case_sensitive):
             continue
-        if not _found(entry.keys, text, folded, entry.case_sensitive):
+        if selective and secondary and not _found(secondary, text, folded, case_sensitive):
             continue
-        if entry.selective and entry.secondary_keys and not _found(entry.secondary_keys, text, folded, entry.case_sensitive):
-            continue
-        chosen.append(entry)
-    chosen.sort(key=lambda e: (-e.priority, e.insertion_order, e.position))
-    return chosen
+        chosen.append(pk)
+    if not chosen:
+        return []
+    return list(LoreEntry.objects.filter(pk__in=chosen).order_by("-priority", "insertion_order", "position"))
