@@ -146,12 +146,16 @@ def start(profile: Profile, *, since: date | None = None, max_slices: int | None
 
 
 def stop(profile: Profile) -> CatchUp | None:
-    """Ask the running catch-up to stop after its run in progress; asked again (or when nothing
-    is running it any more), it is marked stopped at once."""
+    """Ask the running catch-up to stop after its run in progress; with no run in progress (between
+    two steps, or its process died), or asked a second time, it is marked stopped at once."""
     current = active(profile)
     if current is None:
         return None
-    if current.status == CatchUp.Status.RUNNING:
+    in_progress = EvolutionRun.objects.filter(
+        profile=profile, trigger=EvolutionRun.Trigger.CATCH_UP,
+        status__in=[EvolutionRun.Status.QUEUED, EvolutionRun.Status.RUNNING],
+    ).exists()
+    if current.status == CatchUp.Status.RUNNING and in_progress:
         CatchUp.objects.filter(pk=current.pk, status=CatchUp.Status.RUNNING).update(status=CatchUp.Status.STOPPING)
     else:
         _end(current, CatchUp.Status.STOPPED)

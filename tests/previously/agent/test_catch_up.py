@@ -155,3 +155,13 @@ def test_the_page_task_steps_through_every_slice_on_the_immediate_backend(profil
     started.refresh_from_db()
     assert started.status == CatchUp.Status.FINISHED and started.done == 3
     assert Message.objects.filter(profile=profile).count() == 6  # nothing archived by the catch-up
+
+
+def test_a_catch_up_whose_process_died_stops_at_the_first_press(profile, llm_provider):
+    history(profile, 1)
+    dead = catch_up.begin(profile)  # recorded running, but no step is under way
+
+    catch_up.stop(profile)
+
+    dead.refresh_from_db()
+    assert dead.status == CatchUp.Status.STOPPED and catch_up.active(profile) is None

@@ -9,7 +9,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import AsyncClient, Client
 
 from memory.interop.character_card import read_card
-from memory.models import CatchUp, LoreEntry, Message, Profile
+from memory.models import CatchUp, EvolutionRun, LoreEntry, Message, Profile
 from previously.server import body_limit
 from tests.csp import assert_csp_clean
 from tests.llm_server import Turn
@@ -181,6 +181,7 @@ async def test_under_asgi_an_export_streams_in_batches_from_the_database_thread(
 def test_while_it_runs_the_catch_up_section_polls_its_progress(client, profile, llm_provider):
     slices = [make_slice(profile, key, lines=[("user", "hello")]) for key in ("2026-08-16-0515", "2026-08-17-0515")]
     CatchUp.objects.create(profile=profile, planned=2, done=1, current=slices[1])
+    EvolutionRun.objects.create(profile=profile, slice=slices[1], trigger="catch_up", status="running")
 
     page = client.get("/profiles/owner/edit/")
     section = client.get("/profiles/owner/catch-up/")
