@@ -40,7 +40,7 @@ from PIL import Image, PngImagePlugin, UnidentifiedImageError
 from memory import limits
 from memory.archive import archive_message
 from memory.deletion import hide_message
-from memory.images import ImageRefused, check_image, remove_avatar_files, store_avatar
+from memory.images import MAX_PIXELS, ImageRefused, check_image, remove_avatar_files, store_avatar
 from memory.models import CompanionCard, LoreEntry, Message, Profile
 from memory.models.archive import PROFILE_KEY_RE
 
@@ -156,6 +156,12 @@ def _from_png(data: bytes, label: str):
         with Image.open(io.BytesIO(data)) as image:
             if image.format != "PNG":
                 raise CardRefused(label, gettext("not a PNG image."))
+            # The card chunk comes after the pixels, and Pillow decodes them to reach it: the
+            # size is checked from the header first (S4), as an upload's is.
+            width, height = image.size
+            if width * height > MAX_PIXELS:
+                raise CardRefused(label, gettext("the picture is too large (%(width)d×%(height)d pixels).") % {
+                    "width": width, "height": height})
             chunks = dict(getattr(image, "text", {}) or {})
     except CardRefused:
         raise

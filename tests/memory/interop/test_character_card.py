@@ -307,3 +307,24 @@ def test_detection_by_content_tells_a_card_from_other_files(tmp_path):
     assert not is_character_card(picture())
     assert not is_character_card(b'[{"title": "a ChatGPT conversation", "mapping": {}}]')
     assert not is_character_card(b'{"user_name": "Mei", "character_name": "Aria"}\n{"mes": "hi"}')
+
+
+def test_a_card_picture_too_large_to_decode_is_refused_from_its_header(person, tmp_path):
+    out = io.BytesIO()
+    Image.new("1", (7000, 7000)).save(out, "PNG")  # 49 MP: small on disk, 200 MB decoded
+    bomb = with_text_chunks(out.getvalue(), [("chara", b64(V2_CARD))])
+
+    said = _refusal(person, tmp_path, "bomb.png", bomb)
+
+    assert "bomb.png: the picture is too large (7000×7000 pixels)." in said
+
+
+def test_a_v1_card_as_tavernai_wrote_it_makes_a_companion(person, tmp_path):
+    v1 = {"name": "Old Tom", "description": "{{char}} keeps the lighthouse.", "personality": "gruff",
+          "scenario": "", "first_mes": "Evening, {{user}}.", "mes_example": ""}
+
+    report = import_character_card(write(tmp_path, "tom.json", json.dumps(v1).encode()), user=person)
+
+    companion = Profile.objects.get(user=person, key="old-tom")
+    assert report.spec == "v1" and companion.persona == "Old Tom keeps the lighthouse.\n\nPersonality: gruff"
+    assert Message.objects.get(profile=companion).content == "Evening, Mei."
