@@ -273,15 +273,29 @@ def data_url(message: Message) -> str | None:
 AVATAR_SHAPE = re.compile(r"avatars/([0-9]+)/[0-9a-f]{16}(_[A-Za-z0-9]{7})?(\.thumb)?\.(jpg|png|gif|webp)")
 
 
-def store_avatar(*, profile: Profile, data: bytes, name: str = "") -> dict:
-    """Check and re-encode `data` (as an upload is) and store it with its thumbnail under
-    `avatars/<profile pk>/`; returns the metadata for `Profile.avatar`. Saves no row: the
-    caller sets the field, and removes the files with `remove_avatar_files` if it does not."""
+@dataclass(frozen=True)
+class PreparedAvatar:
+    """An avatar checked, re-encoded and thumbnailed: the CPU work, done before any write."""
+
+    image: CheckedImage
+    thumb: bytes
+
+
+def prepare_avatar(data: bytes, *, name: str = "") -> PreparedAvatar:
+    """Check and re-encode `data` as an upload is (`ImageRefused` if it is not an image we take)."""
     checked = check_image(data, name=name)
+    return PreparedAvatar(image=checked, thumb=make_thumbnail(checked.data))
+
+
+def store_avatar(*, profile: Profile, avatar: PreparedAvatar) -> dict:
+    """Write a prepared avatar and its thumbnail under `avatars/<profile pk>/`; returns the
+    metadata for `Profile.avatar`. Saves no row: the caller sets the field, and removes the
+    files with `remove_avatar_files` if it does not."""
+    checked = avatar.image
     base = f"avatars/{profile.pk}/{checked.sha256[:16]}"
     path = default_storage.save(f"{base}.{checked.ext}", ContentFile(checked.data))
     try:
-        thumb = default_storage.save(f"{base}.thumb.jpg", ContentFile(make_thumbnail(checked.data)))
+        thumb = default_storage.save(f"{base}.thumb.jpg", ContentFile(avatar.thumb))
     except BaseException:
         _remove([path])
         raise

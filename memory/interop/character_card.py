@@ -40,7 +40,13 @@ from PIL import Image, PngImagePlugin, UnidentifiedImageError
 from memory import limits
 from memory.archive import archive_message
 from memory.deletion import hide_message
-from memory.images import MAX_PIXELS, ImageRefused, check_image, remove_avatar_files, store_avatar
+from memory.images import (
+    MAX_PIXELS,
+    ImageRefused,
+    prepare_avatar,
+    remove_avatar_files,
+    store_avatar,
+)
 from memory.models import CompanionCard, LoreEntry, Message, Profile
 from memory.models.archive import PROFILE_KEY_RE
 
@@ -358,13 +364,13 @@ def import_character_card(
         avatar=card.image is not None,
         kept_unused=[f for f in ("post_history_instructions", "creator_notes") if card.text(f).strip()],
     )
-    image_sha = None
+    prepared = None  # the picture checked, re-encoded and thumbnailed before any write (S6)
     if card.image is not None:
         try:
-            image_sha = check_image(card.image, name=label).sha256
+            prepared = prepare_avatar(card.image, name=label)
         except ImageRefused as exc:
             raise CardRefused(label, gettext("its image cannot be used: %(reason)s") % {"reason": exc.reason}) from None
-    report.changes = _changes(profile, card, persona, image_sha)
+    report.changes = _changes(profile, card, persona, prepared.image.sha256 if prepared else None)
     if card.greetings and not has_lines and profile is not None:
         report.changes.append("greetings")
     if has_lines:
@@ -376,7 +382,7 @@ def import_character_card(
     with transaction.atomic():
         if profile is None:
             profile = Profile.objects.create(user=user, key=key, name=card.name, persona=persona, language=language)
-        stored_avatar = store_avatar(profile=profile, data=card.image, name=label) if card.image else None
+        stored_avatar = store_avatar(profile=profile, avatar=prepared) if prepared else None
         try:
             _apply(profile, card, persona=persona, identity=identity, avatar=stored_avatar, greet=not has_lines,
                    person=person)
