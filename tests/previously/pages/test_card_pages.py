@@ -6,6 +6,7 @@ import json
 import pytest
 from asgiref.sync import sync_to_async
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.db import connections
 from django.test import AsyncClient, Client
 
 from memory.interop.character_card import read_card
@@ -176,6 +177,7 @@ async def test_under_asgi_an_export_streams_in_batches_from_the_database_thread(
     assert len(chunks) >= 3  # 452 lines in batches of 200
     rows = [json.loads(row) for row in b"".join(chunks).decode().split("\n")]
     assert [r["mes"] for r in rows[1:]] == [f"line {i}" for i in range(450)]
+    await sync_to_async(connections.close_all)()  # the sync thread's connection (PostgreSQL drops the test database)
 
 
 def test_while_it_runs_the_catch_up_section_polls_its_progress(client, profile, llm_provider):
