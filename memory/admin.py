@@ -19,6 +19,8 @@ from memory.deletion import (
 from memory.models import (
     Card,
     CardSnapshot,
+    CatchUp,
+    CompanionCard,
     EvolutionRun,
     Experience,
     ExperienceHistory,
@@ -27,6 +29,7 @@ from memory.models import (
     Highlight,
     LegacyFragment,
     LegacyMeta,
+    LoreEntry,
     Message,
     ProactiveSend,
     Profile,
@@ -404,3 +407,31 @@ class RecallVectorAdmin(_DerivedRecallAdmin):
     list_filter = [PROFILE_FILTER, "model"]
     exclude = ["vector", "bits"]
     raw_id_fields = ["message"]
+
+
+@admin.register(CompanionCard)
+class CompanionCardAdmin(admin.ModelAdmin):
+    """The character card a companion was made from (H2); its identity finds it on re-import."""
+
+    list_display = ["profile", "spec", "source_name", "imported_at"]
+    list_filter = [PROFILE_FILTER, "spec"]
+    search_fields = ["source_name"]
+    readonly_fields = ["identity", "imported_at"]
+
+
+@admin.register(LoreEntry)
+class LoreEntryAdmin(admin.ModelAdmin):
+    """A card's lorebook entries (H2): an enabled one enters the prompt when a key is said."""
+
+    list_display = ["profile", "position", "name", "enabled", "constant"]
+    list_filter = [PROFILE_FILTER, "enabled", "constant"]
+    search_fields = ["name", "content"]
+
+
+@admin.register(CatchUp)
+class CatchUpAdmin(admin.ModelAdmin):
+    """The card's catch-ups over history (H3); stop one from the companion's settings page."""
+
+    list_display = ["profile", "status", "planned", "done", "failed", "created_at", "finished_at"]
+    list_filter = [PROFILE_FILTER, "status"]
+    raw_id_fields = ["current"]

@@ -28,7 +28,7 @@ from memory.card.lines import CardLine, card_lines, citing_instead, without_line
 from memory.card.store import line_diff, parse_or_empty, refresh_injected_card
 from memory.deleted_words import Quotes, json_strings
 from memory.hashing import content_hash
-from memory.images import attachment_paths
+from memory.images import attachment_paths, avatar_paths
 from memory.models import (
     Card,
     CardSnapshot,
@@ -969,7 +969,7 @@ def delete_profile(profile: Profile) -> dict[str, int]:
                 "attachment", flat=True
             )
             if isinstance(a, dict) and a.get("path")
-        ]
+        ] + avatar_paths(profile.pk, Profile.objects.filter(pk=profile.pk).values_list("avatar", flat=True).first())
         forget_profile(profile.pk)
         forget_journal.record([forget_journal.entry(
             forget_journal.PROFILE, profile.key, profile_id=profile.pk, profile_key=profile.key,

@@ -361,3 +361,70 @@ def data_url(message: Message) -> str | None:
     if content_type is None:
         return None
     return f"data:{content_type};base64,{base64.b64encode(data).decode('ascii')}"
+
+
+# --- a companion's avatar (H2) ------------------------------------------------------------------
+
+AVATAR_SHAPE = re.compile(r"avatars/([0-9]+)/[0-9a-f]{16}(_[A-Za-z0-9]{7})?(\.thumb)?\.(jpg|png|gif|webp)")
+
+
+@dataclass(frozen=True)
+class PreparedAvatar:
+    """An avatar checked, re-encoded and thumbnailed: the CPU work, done before any write."""
+
+    image: CheckedImage
+    thumb: bytes
+
+
+def prepare_avatar(data: bytes, *, name: str = "") -> PreparedAvatar:
+    """Check and re-encode `data` as an upload is (`ImageRefused` if it is not an image we take)."""
+    checked = check_image(data, name=name)
+    return PreparedAvatar(image=checked, thumb=checked.thumb)
+
+
+def store_avatar(*, profile: Profile, avatar: PreparedAvatar) -> dict:
+    """Write a prepared avatar and its thumbnail under `avatars/<profile pk>/`; returns the
+    metadata for `Profile.avatar`. Saves no row: the caller sets the field, and removes the
+    files with `remove_avatar_files` if it does not."""
+    checked = avatar.image
+    base = f"avatars/{profile.pk}/{checked.sha256[:16]}"
+    path = default_storage.save(f"{base}.{checked.ext}", ContentFile(checked.data))
+    try:
+        thumb = default_storage.save(f"{base}.thumb.jpg", ContentFile(avatar.thumb))
+    except BaseException:
+        _remove([path])
+        raise
+    return {
+        "path": path, "thumb": thumb, "content_type": checked.content_type, "size": len(checked.data),
+        "width": checked.width, "height": checked.height, "sha256": checked.sha256,
+    }
+
+
+def avatar_paths(profile_id: int, avatar) -> list[str]:
+    """The stored files of a profile's avatar (image, thumbnail): only paths of its own folder's
+    shape, so an avatar record naming any other file can neither serve nor delete it (S4)."""
+    avatar = avatar if isinstance(avatar, dict) else {}
+    found = []
+    for key in ("path", "thumb"):
+        path = avatar.get(key)
+        match = AVATAR_SHAPE.fullmatch(path) if isinstance(path, str) else None
+        if match and match.group(1) == str(profile_id):
+            found.append(path)
+    return found
+
+
+def remove_avatar_files(profile_id: int, avatar) -> None:
+    _remove(avatar_paths(profile_id, avatar))
+
+
+def read_avatar(profile: Profile, *, thumb: bool = False) -> bytes | None:
+    """The avatar's stored bytes (or its thumbnail's), None when it has none or it is gone."""
+    paths = avatar_paths(profile.pk, profile.avatar)
+    wanted = [p for p in paths if (".thumb" in p) == thumb]
+    if not wanted:
+        return None
+    try:
+        with default_storage.open(wanted[0], "rb") as fh:
+            return fh.read()
+    except OSError:
+        return None

@@ -39,6 +39,7 @@ UPLOAD_ROUTES = {
     "data_import_preview": "PREVIOUSLY_MAX_IMPORT_BYTES",
     "data_history_preview": "PREVIOUSLY_MAX_IMPORT_BYTES",
     "chat_image_upload": "PREVIOUSLY_IMAGE_MAX_BYTES",
+    "profile_card_import": "PREVIOUSLY_IMAGE_MAX_BYTES",  # a character card (H2)
 }
 
 REFUSAL = (

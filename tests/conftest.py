@@ -94,3 +94,10 @@ def _backups_in_a_scratch_folder(settings, tmp_path_factory):
     takes no scheduled backup unless a test asks."""
     settings.PREVIOUSLY_BACKUP_DIR = str(tmp_path_factory.getbasetemp() / "backups")
     settings.PREVIOUSLY_BACKUP_HOURS = 0
+
+
+@pytest.fixture
+def media_in_tmp(settings, tmp_path):
+    """Stored files (images, avatars, pending imports) go to the test's own folder."""
+    settings.STORAGES = {**settings.STORAGES, "default": {
+        "BACKEND": "django.core.files.storage.FileSystemStorage", "OPTIONS": {"location": str(tmp_path / "media")}}}

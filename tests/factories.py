@@ -211,3 +211,29 @@ class ProactiveSendFactory(factory.django.DjangoModelFactory):
     day = factory.LazyFunction(lambda: timezone.now().date())
     reason = m.ProactiveSend.Reason.HORIZON_DUE
     subject = factory.Sequence(lambda n: f"horizon:2026-01-01:{n}")
+
+
+class CompanionCardFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = m.CompanionCard
+
+    profile = factory.SubFactory(ProfileFactory)
+    identity = factory.Sequence(lambda n: f"{n:064x}")
+    spec = "chara_card_v2"
+    imported_at = factory.LazyFunction(timezone.now)
+
+
+class LoreEntryFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = m.LoreEntry
+
+    profile = factory.SubFactory(ProfileFactory)
+    position = factory.Sequence(lambda n: n)
+    content = "A note of the card."
+
+
+class CatchUpFactory(factory.django.DjangoModelFactory):
+    class Meta:
+        model = m.CatchUp
+
+    profile = factory.SubFactory(ProfileFactory)

@@ -3,6 +3,7 @@
 from memory.models.accounts import AccountSession, Invitation, SiteSwitch
 from memory.models.archive import Message, MessageQuerySet, Profile, Slice, SliceLogEntry
 from memory.models.card import Card, CardSnapshot, EvolutionRun
+from memory.models.companion import CatchUp, CompanionCard, LoreEntry
 from memory.models.connections import Connection, ModelChoice
 from memory.models.curation import (
     Experience,
@@ -24,6 +25,8 @@ __all__ = [
     "Card",
     "CardSnapshot",
     "Connection",
+    "CatchUp",
+    "CompanionCard",
     "EvolutionRun",
     "Experience",
     "ExperienceHistory",
@@ -32,6 +35,7 @@ __all__ = [
     "Highlight",
     "LegacyFragment",
     "LegacyMeta",
+    "LoreEntry",
     "Message",
     "ModelChoice",
     "MessageQuerySet",

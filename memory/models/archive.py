@@ -107,6 +107,9 @@ class Profile(models.Model):
     )
     # The person's IANA time zone as the browser last sent it (R7); every page shows times in it.
     tz = models.CharField(max_length=64, blank=True, verbose_name=_("time zone"))
+    # H2: the companion's picture (a character card's image), re-encoded through memory.images:
+    # {"path", "thumb", "content_type", "width", "height", "sha256"}; NULL when it has none.
+    avatar = models.JSONField(null=True, blank=True, verbose_name=_("avatar"))
     created_at = models.DateTimeField(auto_now_add=True, verbose_name=_("created at"))
     # S3: one turn in flight per profile, across tabs and server processes: a lease taken with
     # one conditional UPDATE (previously/chat/guard.py), released when the turn ends.

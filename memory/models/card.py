@@ -56,6 +56,7 @@ class EvolutionRunTrigger(models.TextChoices):
     MANUAL = "manual", _("manual")
     FORGET = "forget", _("removed with a deleted line")  # D7: the person chose, or the line quoted it
     HAND = "hand_edit", _("edited by hand")  # K16: the person corrected the card
+    CATCH_UP = "catch_up", _("catching up on history")  # H3: one slice of a catch-up, oldest first
 
 
 class EvolutionRunStatus(models.TextChoices):

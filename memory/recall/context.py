@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 
 from django.conf import settings
 
-from memory.models import Experience, Highlight, Message, Profile
+from memory.models import Experience, Highlight, LoreEntry, Message, Profile
 from memory.recall.budget import approx_tokens
 from memory.recall.rank import rank_messages
 from memory.recall.tokenize import tokenize
@@ -53,6 +53,7 @@ class Recalled:
     highlights: list[Highlight] = field(default_factory=list)
     active: list[Experience] = field(default_factory=list)
     candidates: list[Experience] = field(default_factory=list)
+    lore: list[LoreEntry] = field(default_factory=list)  # H2: lorebook entries the last turns called for
     tokens: int = 0  # approximate tokens spent of the budget
 
 
@@ -76,11 +77,14 @@ def recall(
     now: datetime,
     exclude_ids: Iterable[int] = (),
     budget: int | None = None,
+    lore: Sequence[LoreEntry] = (),
 ) -> Recalled:
     """Memory fragments, highlights and experiences relevant to `query`, within the token budget.
 
     `now` is the user's local time (aware); `exclude_ids` are message pks already in the
-    prompt (the current turn, the recent turns). A constant number of queries (O2).
+    prompt (the current turn, the recent turns); `lore` the lorebook entries the last turns
+    called for (`memory.lorebook.matching_entries`), which share the budget. A constant number
+    of queries (O2).
     """
     budget = settings.PREVIOUSLY_CONTEXT_TOKENS if budget is None else budget
     hint, content_query = time_hint(query, now)
@@ -103,7 +107,7 @@ def recall(
         lambda e: f"{e.title} {e.content}",
         TOP_CANDIDATES,
     )
-    return _within_budget(budget, active, highlights, fragments, candidates)
+    return _within_budget(budget, active, highlights, fragments, candidates, lore)
 
 
 def _rank_messages(profile, query, now, hint, exclude) -> list[Message]:
@@ -159,8 +163,9 @@ def _top(items: Iterable, query_tokens: set[str], text_of, n: int) -> list:
     return [item for _, _, item in scored[:n]]
 
 
-def _within_budget(budget: int, active, highlights, fragments, candidates) -> Recalled:
-    """Fill the budget by priority: confirmed experiences, highlights, fragments, candidates."""
+def _within_budget(budget: int, active, highlights, fragments, candidates, lore=()) -> Recalled:
+    """Fill the budget by priority: lorebook entries the words called for (H2), confirmed
+    experiences, highlights, fragments, candidates."""
     out = Recalled()
 
     def take(items: Sequence, text_of, into: list) -> None:
@@ -170,6 +175,7 @@ def _within_budget(budget: int, active, highlights, fragments, candidates) -> Re
                 into.append(item)
                 out.tokens += cost
 
+    take(lore, lambda e: e.content, out.lore)
     take(active, lambda e: f"{e.title} {e.content}", out.active)
     take(highlights, lambda h: h.content, out.highlights)
     take(fragments, lambda m: m.content, out.fragments)

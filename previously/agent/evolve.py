@@ -53,6 +53,9 @@ NO_TOOLS = (
 NOTHING_WORTH_KEEPING = "nothing worth keeping"
 ANALYZER_FAILED = "analyzer failed — ran anyway"
 RECENT_SLICES = 12
+# Runs that ask the analyzer first whether their slice is worth it: a slice that just closed, and
+# each slice of a catch-up over history (H3), which may be small talk too.
+GATED_TRIGGERS = (EvolutionRun.Trigger.SLICE_CLOSE, EvolutionRun.Trigger.CATCH_UP)
 
 SYSTEM_PROMPT = """You are the Previously Agent. You maintain the "Previously On" card: a compact \
 Markdown briefing about one person that their companion reads before every conversation.
@@ -159,7 +162,7 @@ def execute_run(run_id: int, *, provider: Provider | None = None) -> EvolutionRu
     provider = provider or provider_for(run.profile)
     if provider.offline:
         return skip_run(run, NO_MODEL)
-    if run.trigger == EvolutionRun.Trigger.SLICE_CLOSE and run.slice is not None:
+    if run.trigger in GATED_TRIGGERS and run.slice is not None:
         verdict = worth_evolving(run.slice, provider=provider)
         if verdict.failed:
             run.steps = [*run.steps, {"at": timezone.now().isoformat(), "event": "note", "note": ANALYZER_FAILED}]
@@ -535,4 +538,10 @@ def _trigger_line(run: EvolutionRun) -> str:
         return f"format migration of an older card (slice {ref} just ended)."
     if run.trigger == EvolutionRun.Trigger.SLICE_CLOSE:
         return f"slice {ref} just ended — review it and keep what matters."
+    if run.trigger == EvolutionRun.Trigger.CATCH_UP:
+        when = f"{run.slice.started_at:%Y-%m-%d}" if run.slice else "—"
+        return (
+            f"catching up on the person's history, one past slice at a time, oldest first: slice {ref} "
+            f"(from {when}). Keep what still matters, citing this slice in refs; later slices may change it."
+        )
     return f"a manual review (slice {ref})."

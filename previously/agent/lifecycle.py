@@ -169,3 +169,14 @@ def run_now(*, profile: Profile, slice_: Slice | None, trigger: str) -> Evolutio
     """A run carried out on the caller's path (`manage.py card evolve`), not queued."""
     run = create_run(profile=profile, slice_=slice_, trigger=trigger)
     return execute_run(run.pk)
+
+
+# --- catching up on history (H3) -----------------------------------------------------------------
+
+
+def catch_up_run(*, profile: Profile, slice_: Slice) -> EvolutionRun:
+    """One slice of a catch-up (`previously.agent.catch_up`), carried out on the caller's path:
+    the catch-up goes one slice at a time, oldest first, so each run sees the card the one
+    before it left."""
+    run = create_run(profile=profile, slice_=slice_, trigger=EvolutionRun.Trigger.CATCH_UP)
+    return execute_run(run.pk)

@@ -28,6 +28,7 @@ from memory.card.store import injected_card_for, refresh_injected_card
 from memory.clock import LocalClock, local_clock
 from memory.curation import HighlightRefused, add_highlight, contradictions
 from memory.deletion import hide_message, unhide_message
+from memory.lorebook import matching_entries
 from memory.models import Card, Highlight, Message, Profile, Slice
 from memory.models.archive import USER_MID_RE
 from memory.recall import recall
@@ -213,6 +214,7 @@ def prepare(
         query=user_message.content or prompt.turn_text(user_message),
         now=clock.local,
         exclude_ids=[user_message.pk, *(m.pk for m in recent)],
+        lore=matching_entries(profile.pk, [*(m.content for m in recent), user_message.content]),
     )
     conflicts = contradictions([*recalled.active, *recalled.candidates])
     messages = prompt.chat_messages(
@@ -253,6 +255,7 @@ def prompt_trace(
         "recalled": approx_tokens(sections["recalled"]),
         "highlights": approx_tokens(sections["highlights"]),
         "experiences": sum(approx_tokens(sections[part]) for part in ("active", "candidates", "disputed")),
+        "lore": approx_tokens(sections["lore"]),
         "system": tokens(messages[0]["content"]),
         "recent": sum(tokens(m["content"]) for m in messages[1:-1]),
         "user": tokens(messages[-1]["content"]),
@@ -262,6 +265,7 @@ def prompt_trace(
         "recalled": [m.pk for m in recalled.fragments],
         "highlights": [h.pk for h in recalled.highlights],
         "experiences": [e.pk for e in [*recalled.active, *recalled.candidates]],
+        "lore": [e.pk for e in recalled.lore],
         "card_version": Card.objects.filter(profile=profile).values_list("version", flat=True).first(),
         "recent": len(recent),
         "tokens": counts,
@@ -504,7 +508,9 @@ def _prepare_regenerate(profile: Profile, mid: str) -> tuple[Message, Message]:
     if reply is None or reply.mid != mid or reply.speaker != Message.Speaker.ASSISTANT:
         raise Refused(gettext_lazy("Only the last reply can be regenerated."))
     user_line = reply.reply_of
-    if user_line is None:  # an imported or older reply: the person's line just before it
+    # An imported or older reply, or a card's greeting (whose "line" is the first greeting):
+    # the person's line just before it.
+    if user_line is None or user_line.speaker != Message.Speaker.USER:
         user_line = (
             Message.objects.for_profile(profile).in_slice(reply.slice_id)
             .filter(speaker=Message.Speaker.USER, created_at__lte=reply.created_at)

@@ -28,6 +28,9 @@ MODELS_AND_FACTORIES = [
     (m.RecallTerm, f.RecallTermFactory),
     (m.RecallStats, f.RecallStatsFactory),
     (m.ProactiveSend, f.ProactiveSendFactory),
+    (m.CompanionCard, f.CompanionCardFactory),
+    (m.LoreEntry, f.LoreEntryFactory),
+    (m.CatchUp, f.CatchUpFactory),
 ]
 
 

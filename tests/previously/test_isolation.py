@@ -129,6 +129,7 @@ def fill(world, name: str, params: tuple[str, ...], route: str) -> dict:
         "user_id": world["alice"].pk,  # staff's one-time reset link for A (O5)
         "uidb64": urlsafe_base64_encode(force_bytes(world["alice"].pk)),  # a reset link of A's
         "token": "0" * 24,  # an invitation or reset token nobody was given
+        "fmt": "md",  # /profiles/<key>/export/<fmt>/: a conversation as Markdown
     }
     out = {}
     for p in params:

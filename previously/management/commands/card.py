@@ -1,4 +1,5 @@
-"""The card by hand: `card show`, `card evolve` (one run, synchronously), `card validate FILE`."""
+"""The card by hand: `card show`, `card evolve` (one run, synchronously), `card validate FILE`,
+`card catch_up` (the agent over the closed slices, oldest first; H3)."""
 
 import json
 from datetime import date
@@ -10,7 +11,8 @@ from memory.card.store import card_at, live_card
 from memory.card.validate import violations
 from memory.management.output import table
 from memory.management.profiles import resolve_profile
-from memory.models import EvolutionRun, Profile, Slice
+from memory.models import CatchUp, EvolutionRun, Profile, Slice
+from previously.agent import catch_up
 from previously.agent.events import listening
 from previously.agent.lifecycle import run_now
 
@@ -33,6 +35,15 @@ class Command(BaseCommand):
             default="manual",
             help="slice_close asks the analyzer whether the slice is worth it first (default: manual).",
         )
+        catch = sub.add_parser(
+            "catch_up", help="Run the agent over the companion's closed slices not yet evolved, oldest first (H3)."
+        )
+        catch.add_argument("--profile", required=True, help="Profile key, e.g. owner.")
+        catch.add_argument("--user", help="Username owning the profile (default: the first superuser).")
+        catch.add_argument("--since", help="YYYY-MM-DD: only slices that started on or after this day.")
+        catch.add_argument("--max-slices", type=int, help="At most this many runs (default: all).")
+        catch.add_argument("--dry-run", action="store_true", help="Only show the runs and the estimate.")
+        catch.add_argument("--stop", action="store_true", help="Ask a running catch-up (e.g. the page's) to stop.")
         validate = sub.add_parser("validate", help="Check a card file; report every violation with its line.")
         validate.add_argument("file", help="Path to a card Markdown file.")
         validate.add_argument("--today", help="YYYY-MM-DD: also report stale Now / overdue Horizon items.")
@@ -73,6 +84,43 @@ class Command(BaseCommand):
             raise CommandError(f"run {run.pk} skipped: {run.skip_reason}")
         else:
             raise CommandError(f"run {run.pk} failed: {run.error}")
+
+    def _catch_up(self, *, profile, user, since, max_slices, dry_run, stop, **_):
+        prof = resolve_profile(user, profile)
+        if stop:
+            stopped = catch_up.stop(prof)
+            self.stdout.write(f"catch-up {stopped.status}" if stopped else "no catch-up is running")
+            return
+        try:
+            day = date.fromisoformat(since) if since else None
+        except ValueError as exc:
+            raise CommandError(f"--since {since!r} is not YYYY-MM-DD") from exc
+        if max_slices is not None and max_slices < 1:
+            raise CommandError("--max-slices must be at least 1")
+        found = catch_up.plan(prof, since=day, max_slices=max_slices)
+        self.stdout.write(
+            f"{found.runs} run{'s' if found.runs != 1 else ''} (slices {found.first.ref if found.first else '—'} … "
+            f"{found.last.ref if found.last else '—'}); about {found.calls_expected:,} model calls "
+            f"(at most {found.calls_at_most:,}) and {found.tokens_expected:,} tokens sent"
+        )
+        if found.offline:
+            raise CommandError("no model is configured (PREVIOUSLY_LLM_BASE_URL): nothing was run")
+        if dry_run or not found.runs:
+            return
+        try:
+            done = catch_up.run_here(prof, since=day, max_slices=max_slices, progress=self._print_catch_up)
+        except (catch_up.NoModel, catch_up.AlreadyRunning) as exc:
+            raise CommandError(str(exc)) from exc
+        except KeyboardInterrupt:
+            raise CommandError("stopped; run the same command again to resume (evolved slices are skipped)") from None
+        self.stdout.write(f"catch-up {done.status}: {done.done} runs done, {done.failed} failed{': ' + done.error if done.error else ''}")
+        if done.status == CatchUp.Status.FAILED:
+            raise CommandError(done.error)
+
+    def _print_catch_up(self, progress, run):
+        ref = run.slice.ref if run.slice else "—"
+        said = run.summary or run.skip_reason or run.error
+        self.stdout.write(f"[{progress.done + progress.failed}/{progress.planned}] {ref} {run.status}: {said}")
 
     def _print_step(self, run, step):
         detail = {k: v for k, v in step.items() if k not in ("at", "event")}

@@ -15,7 +15,7 @@ from memory import limits
 from memory.archive import MidConflict, MidTombstoned
 from memory.curation import HighlightRefused, add_favourite, remove_favourite
 from memory.images import ImageRefused, sniff, store_image_message, stored_path
-from memory.models import Experience, Favourite, Highlight, Message, Profile, Slice
+from memory.models import Experience, Favourite, Highlight, LoreEntry, Message, Profile, Slice
 from memory.models.archive import USER_MID_RE, is_slice_key
 from previously.agent.lifecycle import archive_line
 from previously.agent.lifecycle import new_conversation as start_new_conversation
@@ -340,6 +340,9 @@ def why(request, mid: str):
         }),
         "experiences": _in_order(trace.get("experiences", []), {
             e.pk: e for e in Experience.objects.filter(profile=profile, pk__in=trace.get("experiences", []))
+        }),
+        "lore": _in_order(trace.get("lore", []), {
+            e.pk: e for e in LoreEntry.objects.filter(profile=profile, pk__in=trace.get("lore", []))
         }),
     }
     if request.htmx:

@@ -18,6 +18,7 @@ from memory.models import Profile
 from previously.llm import get_provider
 from previously.llm.select import agent_model, offered_models
 from previously.pages.current_profile import SESSION_KEY, current_profile
+from previously.pages.profiles.cards import card_context
 from previously.pages.profiles.forms import (
     CompanionSettingsForm,
     ProfileCreateForm,
@@ -66,7 +67,8 @@ def profile_edit(request, key):
     return render(
         request,
         "profiles/edit.html",
-        {"profile": current_profile(request), "target": target, "form": form, "offline": provider.offline},
+        {"profile": current_profile(request), "target": target, "form": form, "offline": provider.offline,
+         **card_context(target)},
         status=400 if form.errors else 200,
     )
 
