@@ -1,13 +1,16 @@
 """Import another app's chat history (SPEC H1, issue 27): ChatGPT, Claude, Open WebUI,
 SillyTavern, recognised by content. Checked whole before anything is written, then written in
-short batches; re-running adds nothing and finishes an interrupted import."""
+short batches; re-running adds nothing and finishes an interrupted import. A SillyTavern
+character card (PNG or JSON, H2) is recognised too and handed to `import_character_card`."""
 
 import json
 from pathlib import Path
 
+from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError
 
+from memory.interop.character_card import is_character_card
 from memory.interop.history import HistoryImport, Refused, apply
 from memory.interop.history.detect import APP_NAMES
 from memory.interop.history.shapes import APPS
@@ -23,7 +26,8 @@ class Command(BaseCommand):
         parser.add_argument("path", help="The export: a .zip, a .json or a SillyTavern .jsonl.")
         parser.add_argument("--user", required=True, help="The person whose companion receives the history.")
         parser.add_argument("--profile", help="The companion's key (created if missing); default: the current one.")
-        parser.add_argument("--format", default="auto", choices=("auto", *APPS), help="Which app made the file.")
+        parser.add_argument("--format", default="auto", choices=("auto", *APPS, "card"),
+                            help="Which app made the file ('card': a SillyTavern character card).")
         parser.add_argument("--dry-run", action="store_true", help="Show what would be imported; write nothing.")
         parser.add_argument("--report-json", help="Also write the report as JSON to this file.")
 
@@ -35,6 +39,11 @@ class Command(BaseCommand):
         key = opts["profile"]
         if key is not None and not PROFILE_KEY_RE.fullmatch(key):
             raise CommandError(f"--profile {key!r}: a key is 1-32 characters of a-z, 0-9, '_' or '-'", returncode=2)
+        if opts["format"] == "card" or (opts["format"] == "auto" and is_character_card(path)):
+            call_command("import_character_card", str(path), user=user.get_username(), profile=key,
+                         dry_run=opts["dry_run"], report_json=opts["report_json"],
+                         stdout=self.stdout, stderr=self.stderr)
+            return
         try:
             with HistoryImport(path, user=user, profile_key=key, fmt=opts["format"]) as imp, \
                     output.progress(self.stderr) as progress:

@@ -328,3 +328,13 @@ def test_a_v1_card_as_tavernai_wrote_it_makes_a_companion(person, tmp_path):
     companion = Profile.objects.get(user=person, key="old-tom")
     assert report.spec == "v1" and companion.persona == "Old Tom keeps the lighthouse.\n\nPersonality: gruff"
     assert Message.objects.get(profile=companion).content == "Evening, Mei."
+
+
+def test_import_history_recognises_a_card_by_content_and_makes_its_companion(person, tmp_path):
+    """Issue 27 point 1: the history command takes a character card too (a PNG named like a chat)."""
+    path = write(tmp_path, "export.json.png", v2_png())
+    out = io.StringIO()
+    call_command("import_history", str(path), "--user", "mei", "--dry-run", stdout=out)
+    assert "would make companion 'seraphina'" in out.getvalue() and not Profile.objects.exists()
+    call_command("import_history", str(path), "--user", "mei", stdout=io.StringIO())
+    assert Profile.objects.get(user=person).name == "Seraphina"
