@@ -98,7 +98,8 @@ def _history(value) -> str | None:
     if not isinstance(value, list) or not all(isinstance(h, dict) for h in value):
         return "must be a list of objects"
     for n, h in enumerate(value):
-        problem = _one_of(ExperienceHistoryActor)(h.get("actor")) or _text(h.get("action"))
+        problem = (_one_of(ExperienceHistoryActor)(h.get("actor")) or _text(h.get("action"))
+                   or _optional(_when)(h.get("created_at")))
         if problem:
             return f"entry {n}: {problem}"
     return None
@@ -132,7 +133,10 @@ SCHEMA = {
     "relations": {"rid": (True, _ident), "type": (True, _one_of(RelationType)), "from_id": (True, _ident),
                   "to_id": (True, _ident), "created_at": (True, _when), "deleted_at": (False, _optional(_when))},
     "legacy_meta": {"key": (True, _text)},
-    "card_snapshots": {"slice": (True, _slice_key), "text": (False, _optional(_text))},
+    "card_snapshots": {"slice": (True, _slice_key), "text": (False, _optional(_text)),
+                       "created_at": (False, _optional(_when))},
+    "favourites": {"mid": (True, _ident), "excerpt": (False, _optional(_text)), "hid": (False, _optional(_ident)),
+                   "created_at": (False, _optional(_when))},
 }
 
 

@@ -10,7 +10,7 @@ from datetime import datetime
 
 from django.db import connection, transaction
 
-from memory.clock import PERIOD_IDS, period_of
+from memory.clock import PERIOD_IDS
 from memory.interop.full.check import DAY_KEY_RE, storable
 from memory.interop.full.report import BadExport, FullReport
 from memory.interop.legacy.write import assign_slices
@@ -35,6 +35,7 @@ from memory.models.archive import (
 )
 from memory.recall.index import index_messages, optimize_index
 
+PERIOD_MAX = Message._meta.get_field("period").max_length
 LOCK_POLL_SECONDS = 0.1  # SQLite's busy handler's longest sleep between two tries
 
 
@@ -43,14 +44,14 @@ def _dt(value):
 
 
 def _local_clock(fields: dict) -> dict:
-    """Period and day key from a closed set / a fixed shape (S5: they reach the prompt); another
-    value (a legacy one) is kept in legacy_extra and the period derived from the hour."""
+    """Period and day key as the file says them (issue 25 point 2: nothing derived; the prompt
+    shows only a period from the closed set, S5); a value longer than its column (a legacy one)
+    is kept in legacy_extra instead, and a day key not of the fixed shape too."""
     extra = dict(fields.get("legacy_extra") or {})
     period = fields.get("period") or ""
-    if period and period not in PERIOD_IDS:
+    if period and period not in PERIOD_IDS and len(period) > PERIOD_MAX:
         extra.setdefault("period", period)
-        hour = fields.get("local_hour")
-        fields["period"] = period_of(hour) if isinstance(hour, int) and 0 <= hour <= 23 else ""
+        fields["period"] = ""
     day = fields.get("local_day_key") or ""
     if day and not DAY_KEY_RE.fullmatch(day):
         extra.setdefault("local_day_key", day)
@@ -313,8 +314,9 @@ def _experiences(p: _Profile, pdata: dict) -> None:
         )
         sources = [ExperienceSource(experience=obj, mid=mid, message_id=p.mids.get(mid), position=pos)
                    for pos, mid in enumerate(dict.fromkeys(e.get("source_mids", [])))]
-        history = [ExperienceHistory(experience=obj, actor=h["actor"], action=h["action"], before=h.get("before"),
-                                     after=h.get("after"), reason=h.get("reason") or "") for h in e.get("history", [])]
+        history = [_dated(ExperienceHistory(experience=obj, actor=h["actor"], action=h["action"],
+                                            before=h.get("before"), after=h.get("after"), reason=h.get("reason") or ""),
+                          h) for h in e.get("history", [])]
         new.append((obj, sources, history))
         p.eids[e["eid"]] = None
         p.add("experiences", "created")
@@ -325,7 +327,7 @@ def _experiences(p: _Profile, pdata: dict) -> None:
 def _write_experiences(batch: list) -> None:
     Experience.objects.bulk_create([o for o, _, _ in batch])
     ExperienceSource.objects.bulk_create([s for _, sources, _ in batch for s in sources])
-    ExperienceHistory.objects.bulk_create([h for _, _, history in batch for h in history])
+    _create_dated(ExperienceHistory, [h for _, _, history in batch for h in history])
 
 
 def _relations(p: _Profile, pdata: dict) -> None:
@@ -407,10 +409,10 @@ def _card_snapshots(p: _Profile, pdata: dict) -> None:
             p.add("card_snapshots", "existing")
             continue
         have.add(s["slice"])
-        new.append(CardSnapshot(profile=p.profile, slice=p.slices[s["slice"]], text=s.get("text") or "",
-                                card_version=s.get("card_version") or 0))
+        new.append(_dated(CardSnapshot(profile=p.profile, slice=p.slices[s["slice"]], text=s.get("text") or "",
+                                       card_version=s.get("card_version") or 0), s))
         p.add("card_snapshots", "created")
-    p.out.save("card snapshots", CardSnapshot, new)
+    p.out.batched("card snapshots", new, lambda batch: _create_dated(CardSnapshot, batch))
 
 
 def _favourites(p: _Profile, pdata: dict) -> None:
@@ -422,7 +424,24 @@ def _favourites(p: _Profile, pdata: dict) -> None:
             p.add("favourites", "tombstoned" if ("msg", f["mid"]) in p.tombs else "existing")
             continue
         have.add((f["mid"], f.get("excerpt") or ""))
-        new.append(Favourite(profile=p.profile, message_id=p.mids[f["mid"]], excerpt=f.get("excerpt") or "",
-                             highlight_id=p.hids.get(f.get("hid"))))
+        new.append(_dated(Favourite(profile=p.profile, message_id=p.mids[f["mid"]], excerpt=f.get("excerpt") or "",
+                                    highlight_id=p.hids.get(f.get("hid"))), f))
         p.add("favourites", "created")
-    p.out.save("favourites", Favourite, new)
+    p.out.batched("favourites", new, lambda batch: _create_dated(Favourite, batch))
+
+
+def _dated(obj, rec: dict):
+    """A row whose `created_at` the database fills on insert (auto_now_add), with the file's
+    time kept aside for `_create_dated` (issue 25 point 2: the file's time, not the import's)."""
+    obj._file_created_at = _dt(rec.get("created_at"))
+    return obj
+
+
+def _create_dated(model, objs: list) -> None:
+    """Insert the rows, then give back the file's `created_at` to those that had one."""
+    model.objects.bulk_create(objs)
+    dated = [o for o in objs if o._file_created_at is not None]
+    for o in dated:
+        o.created_at = o._file_created_at
+    if dated:
+        model.objects.bulk_update(dated, ["created_at"])
