@@ -10,6 +10,7 @@ from django.core.exceptions import ValidationError
 from django.db.models import CharField, CheckConstraint, F, Q, TextField
 from django.utils import timezone
 
+from memory import limits
 from memory.interop.full.report import BadExport
 from memory.models.archive import (
     OBJECT_ID_RE,
@@ -278,7 +279,51 @@ def check_profile(pdata, position: int) -> None:
                 problem = check(rec[name])
                 if problem:
                     raise BadExport(f"{where}: field {name!r}: {problem}")
+            check_lengths(rec, kind, where)
     card = pdata.get("card")
     if card is not None and not (isinstance(card, dict) and _text(card.get("text") or "") is None):
         raise BadExport(f"profile {key!r}: card must be an object with a text")
+    check_lengths({k: v for k, v in pdata.items() if k not in SCHEMA}, "profile", f"profile {key!r}")
+
+
+# S6 (issue 24 points 5 and 6): every string in an import is within a limit of memory.limits —
+# these fields are a person's long texts (MESSAGE), the persona its own, every other string a
+# field (FIELD); a string inside a JSON value (legacy_extra, a history entry's before/after,
+# the card) may be any of them, so it takes the longest (MESSAGE).
+LONG_TEXTS = {
+    ("messages", "content"), ("messages", "raw_content"), ("legacy_fragments", "content"),
+    ("highlights", "content"), ("experiences", "content"), ("card_snapshots", "text"), ("legacy_meta", "value"),
+}
+PROFILE_TEXTS = {"persona": limits.PERSONA}
+
+
+def check_lengths(rec: dict, kind: str, where: str) -> None:
+    """Refuse the record's first string over its limit, naming the record, the field, the limit
+    and its setting (limits.TextTooLong's words)."""
+    shortest = limits.FIELD.chars
+    for name, value in rec.items():
+        if isinstance(value, str):
+            if len(value) <= shortest:
+                continue  # within every limit: the common case, one comparison
+            limit = (limits.MESSAGE if (kind, name) in LONG_TEXTS
+                     else PROFILE_TEXTS.get(name, limits.FIELD) if kind == "profile" else limits.FIELD)
+            _within(limit, value, f"{where}: field {name!r}")
+        elif isinstance(value, (dict, list)):
+            todo = [value]
+            while todo:
+                item = todo.pop()
+                if isinstance(item, dict):
+                    todo.extend(item.keys())
+                    todo.extend(item.values())
+                elif isinstance(item, list):
+                    todo.extend(item)
+                elif isinstance(item, str) and len(item) > shortest:
+                    _within(limits.MESSAGE, item, f"{where}: a text inside field {name!r}")
+
+
+def _within(limit: limits.TextLimit, value: str, record: str) -> None:
+    try:
+        limit.check(value, record=record)
+    except limits.TextTooLong as exc:
+        raise BadExport(str(exc)) from None
 
