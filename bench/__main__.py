@@ -36,6 +36,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-import", action="store_true", help="skip BENCH §3")
     parser.add_argument("--import-keys", type=int, default=120_000, help="keys in the synthetic legacy dump")
     parser.add_argument("--import-runs", type=int, default=3, help="import runs; medians are reported")
+    parser.add_argument("--skip-upload", action="store_true", help="skip the data page's import at size (issue 24)")
+    parser.add_argument("--upload-records", type=int, default=1_000_000, help="records in the uploaded export")
     args = parser.parse_args(argv)
 
     scratch = Path(tempfile.mkdtemp(prefix="previously-bench-"))
@@ -48,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
-    from bench import import_throughput, locomo, turn_overhead
+    from bench import import_throughput, import_upload, locomo, turn_overhead
 
     RESULTS.mkdir(exist_ok=True)
     began = time.perf_counter()
@@ -75,6 +77,10 @@ def main(argv: list[str] | None = None) -> int:
     if not args.skip_import:
         results["import_throughput"] = import_throughput.run(keys=args.import_keys, runs=args.import_runs)
         sections.append(import_throughput.summary(results["import_throughput"]))
+        print(sections[-1], flush=True)
+    if not args.skip_upload:
+        results["import_upload"] = import_upload.run(records=args.upload_records)
+        sections.append(import_upload.summary(results["import_upload"]))
         print(sections[-1], flush=True)
     meta["load_after"] = _load()
     meta["seconds"] = round(time.perf_counter() - began, 1)
