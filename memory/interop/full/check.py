@@ -231,6 +231,14 @@ _LOOKUPS = {
 def _json_text(value) -> str | None:
     """The first text inside a JSON value (keys too) that cannot be stored (PostgreSQL's
     jsonb refuses NUL, no database takes a lone surrogate)."""
+    for item in json_strings(value):
+        if problem := _text(item):
+            return f"a text inside it {problem}"
+    return None
+
+
+def json_strings(value) -> Iterator[str]:
+    """Every string inside a JSON value, keys too, without recursion."""
     todo = [value]
     while todo:
         item = todo.pop()
@@ -239,9 +247,8 @@ def _json_text(value) -> str | None:
             todo.extend(item.values())
         elif isinstance(item, list):
             todo.extend(item)
-        elif isinstance(item, str) and (problem := _text(item)):
-            return f"a text inside it {problem}"
-    return None
+        elif isinstance(item, str):
+            yield item
 
 
 @cache
@@ -309,15 +316,8 @@ def check_lengths(rec: dict, kind: str, where: str) -> None:
                      else PROFILE_TEXTS.get(name, limits.FIELD) if kind == "profile" else limits.FIELD)
             _within(limit, value, f"{where}: field {name!r}")
         elif isinstance(value, (dict, list)):
-            todo = [value]
-            while todo:
-                item = todo.pop()
-                if isinstance(item, dict):
-                    todo.extend(item.keys())
-                    todo.extend(item.values())
-                elif isinstance(item, list):
-                    todo.extend(item)
-                elif isinstance(item, str) and len(item) > shortest:
+            for item in json_strings(value):
+                if len(item) > shortest:
                     _within(limits.MESSAGE, item, f"{where}: a text inside field {name!r}")
 
 

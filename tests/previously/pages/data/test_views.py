@@ -130,24 +130,31 @@ def test_an_oversize_upload_is_refused_with_a_clear_message_and_nothing_written(
     assert Profile.objects.count() == before
 
 
-def test_an_apply_stopped_by_a_database_error_says_what_was_kept_and_to_import_again(client, profile, bob, storage,
-                                                                                   settings):
-    """S4: the apply writes in short batches; a database error part-way keeps the batches
-    before it, and the page says so — importing the same file again finishes it (X2)."""
+def _five_lines_previewed(client, profile, bob, settings) -> str:
+    """Five lines of `profile` previewed by bob, to be applied in batches of two: the token."""
     settings.PREVIOUSLY_IMPORT_BATCH_ROWS = 2
     for n in range(5):
         MessageFactory(profile=profile, content=f"line {n}")
-    token = _preview_as(client, bob, profile).context["token"]
-    writes = []
+    return _preview_as(client, bob, profile).context["token"]
 
-    def fail_in_the_second_message_batch(execute, sql, params, many, context):
+
+def _fail_in_the_second_message_batch(writes: list):
+    """A database wrapper: the second batch of message inserts fails as a locked database would."""
+    def wrapper(execute, sql, params, many, context):
         if sql.lstrip().upper().startswith("INSERT INTO \"MEMORY_MESSAGE\""):
             writes.append(sql)
             if len(writes) == 2:
                 raise OperationalError("database is locked")
         return execute(sql, params, many, context)
+    return wrapper
 
-    with connection.execute_wrapper(fail_in_the_second_message_batch):
+
+def test_an_apply_stopped_by_a_database_error_says_what_was_kept_and_to_import_again(client, profile, bob, storage,
+                                                                                   settings):
+    """S4: the apply writes in short batches; a database error part-way keeps the batches
+    before it, and the page says so — importing the same file again finishes it (X2)."""
+    token = _five_lines_previewed(client, profile, bob, settings)
+    with connection.execute_wrapper(_fail_in_the_second_message_batch([])):
         response = client.post(reverse("data_import_apply"), {"token": token})
     page = response.content.decode()
     assert response.status_code == 400
@@ -163,20 +170,8 @@ def test_an_apply_stopped_by_a_database_error_says_what_was_kept_and_to_import_a
 def test_an_interrupted_apply_resumes_from_the_same_preview(client, profile, bob, storage, settings, tmp_path):
     """Issue 25 point 6: a database error part-way keeps the preview; applying the same token
     again finishes the import, without uploading the file again, and nothing is doubled."""
-    settings.PREVIOUSLY_IMPORT_BATCH_ROWS = 2
-    for n in range(5):
-        MessageFactory(profile=profile, content=f"line {n}")
-    token = _preview_as(client, bob, profile).context["token"]
-    writes = []
-
-    def fail_in_the_second_message_batch(execute, sql, params, many, context):
-        if sql.lstrip().upper().startswith("INSERT INTO \"MEMORY_MESSAGE\""):
-            writes.append(sql)
-            if len(writes) == 2:
-                raise OperationalError("database is locked")
-        return execute(sql, params, many, context)
-
-    with connection.execute_wrapper(fail_in_the_second_message_batch):
+    token = _five_lines_previewed(client, profile, bob, settings)
+    with connection.execute_wrapper(_fail_in_the_second_message_batch([])):
         stopped = client.post(reverse("data_import_apply"), {"token": token})
     assert stopped.status_code == 400 and stopped.context["resume"] == token
     assert "Finish this import" in stopped.content.decode()
