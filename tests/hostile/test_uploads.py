@@ -56,7 +56,7 @@ def _at_once(n, send):
     return statuses
 
 
-def _measure(server, label, send):
+def _measure(server, label, send, goal="added <= 50 MB"):
     """Run `send` while another signed-in person's page is probed; print and return the figures."""
     port, pid, cookies, _ = server
     before = rss_bytes(pid)
@@ -66,7 +66,7 @@ def _measure(server, label, send):
     seconds = time.monotonic() - started
     after = rss_bytes(pid)
     print(f"\n[hostile] {label}: answered {result}; {seconds:.1f} s; RSS {before / MB:.0f} MB -> peak "
-          f"{probe.peak_rss / MB:.0f} MB (+{(probe.peak_rss - before) / MB:.0f} MB, goal <= 50) -> "
+          f"{probe.peak_rss / MB:.0f} MB (+{(probe.peak_rss - before) / MB:.0f} MB; goal: {goal}) -> "
           f"{after / MB:.0f} MB; another person's page: {probe.summary()} (goal p99 < 200 ms)")
     assert set(probe.statuses) <= {200}, probe.statuses
     return result, probe.peak_rss - before
@@ -147,7 +147,8 @@ def test_an_export_of_many_small_records_previews_and_applies_within_bounds(serv
         return status, applied
 
     before = rss_bytes(pid)
-    statuses, grew = _measure(server, f"preview + apply of {RECORDS:,} small records ({size / MB:.0f} MB)", both)
+    statuses, grew = _measure(server, f"preview + apply of {RECORDS:,} small records ({size / MB:.0f} MB)", both,
+                              goal="peak <= 400 MB")
     print(f"[hostile] ... preview {began['apply'] - began['preview']:.1f} s + apply {began['end'] - began['apply']:.1f} s"
           f" (goal <= 120 s for 1,000,000); server peak {(before + grew) / MB:.0f} MB (goal <= 400 MB)")
     assert statuses == (200, 200)
