@@ -42,8 +42,9 @@ def import_full(*, data, user, dry_run: bool = False, progress: Callable[[str, i
     except (DatabaseError, BadExport, BadFile, KeyError, TypeError, ValueError, OverflowError) as exc:
         raise ImportInterrupted(
             f"The import stopped while writing {out.kind or 'the profiles'} ({exc.__class__.__name__}: {exc})."
-            f" The {out.batches:,} batches written before it are kept; import the same file again to finish:"
-            " it skips what is already there and writes the rest."
+            f" The {out.batches:,} batches written before it are kept; the same import run again finishes it"
+            " (the data page's preview stays to apply again, the command takes the same file): it skips what is"
+            " already there and writes the rest."
         ) from exc
 
 
