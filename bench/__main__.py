@@ -7,7 +7,7 @@ bench/results/turn_overhead.png.
 Usage: python -m bench [--sizes 1000,10000,100000] [--turns 150] [--rounds 3] [--skip-locomo]
        [--skip-import] [--import-keys 120000] [--import-runs 3] [--skip-forget] [--forget-chars N]
        [--skip-history]
-       [--history-conversations 2000] [--history-messages 150000]
+       [--history-conversations 2000] [--history-messages 150000] [--skip-upload] [--upload-records N]
 """
 
 import argparse
@@ -44,6 +44,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-history", action="store_true", help="skip BENCH §5")
     parser.add_argument("--history-conversations", type=int, default=2000, help="conversations in the ChatGPT export")
     parser.add_argument("--history-messages", type=int, default=150_000, help="messages in the ChatGPT export")
+    parser.add_argument("--skip-upload", action="store_true", help="skip the data page's import at size (issue 24)")
+    parser.add_argument("--upload-records", type=int, default=1_000_000, help="records in the uploaded export")
     args = parser.parse_args(argv)
 
     scratch = Path(tempfile.mkdtemp(prefix="previously-bench-"))
@@ -56,7 +58,14 @@ def main(argv: list[str] | None = None) -> int:
     from django.core.management import call_command
 
     call_command("migrate", verbosity=0)
-    from bench import forget_long_line, history_import, import_throughput, locomo, turn_overhead
+    from bench import (
+        forget_long_line,
+        history_import,
+        import_throughput,
+        import_upload,
+        locomo,
+        turn_overhead,
+    )
 
     RESULTS.mkdir(exist_ok=True)
     began = time.perf_counter()
@@ -93,6 +102,10 @@ def main(argv: list[str] | None = None) -> int:
             conversations=args.history_conversations, messages=args.history_messages
         )
         sections.append(history_import.summary(results["history_import"]))
+        print(sections[-1], flush=True)
+    if not args.skip_upload:
+        results["import_upload"] = import_upload.run(records=args.upload_records)
+        sections.append(import_upload.summary(results["import_upload"]))
         print(sections[-1], flush=True)
     meta["load_after"] = _load()
     meta["seconds"] = round(time.perf_counter() - began, 1)

@@ -17,17 +17,33 @@ Limits per route (`body_limit`): the data page's import takes PREVIOUSLY_MAX_IMP
 chat's image upload PREVIOUSLY_IMAGE_MAX_BYTES, every other route the larger of Django's two
 upload sizes; each plus `ENVELOPE_BYTES` for the multipart envelope and the CSRF field.
 
+The import's upload (issue 24 point 1) takes more: a 200 MB body was read back whole into the
+application's queue by Daphne (`WebRequest.process` puts every chunk at once), so three
+anonymous ones took the process from 376 to 965 MB. On `SIGNED_IN_ROUTES`:
+- a request without a session cookie is refused (403) as soon as its headers are in, and one
+  whose cookie names no signed-in session once the session store has said so (looked up in a
+  thread while the socket is paused, so at most one socket read of the body arrives first);
+- a person has at most one such upload in flight per process: a second one gets 429 at once;
+- the body, spooled to disk by Twisted as it arrives, is handed to the application from that
+  file a chunk at a time as the application reads it (`_BodyFromFile`), never all at once.
+
 Run as `python -m previously.server [daphne options] previously.asgi:application`.
 """
 
+import asyncio
 import os
 import sys
+from functools import partial
+from importlib import import_module
 
 from daphne.cli import CommandLineInterface
 from daphne.http_protocol import HTTPFactory, WebRequest
 from daphne.server import Server
 from django.conf import settings
+from django.contrib.auth import SESSION_KEY
+from django.db import close_old_connections
 from django.urls import Resolver404, resolve
+from twisted.internet.threads import deferToThread
 
 from memory import server_lock
 
@@ -42,23 +58,45 @@ UPLOAD_ROUTES = {
     "profile_card_import": "PREVIOUSLY_IMAGE_MAX_BYTES",  # a character card (H2)
 }
 
+# URL names whose body is read only for a signed-in person, one upload per person at a time.
+SIGNED_IN_ROUTES = {"data_import_preview", "data_history_preview"}
+# Bytes handed to the application per read of a body spooled to disk (`_BodyFromFile`).
+BODY_CHUNK = 64 * 1024
+# Who has a signed-in upload in flight in this process (user ids as the session stores them).
+UPLOADING: set[str] = set()
+
 REFUSAL = (
-    b"HTTP/1.1 413 Content Too Large\r\n"
+    b"HTTP/1.1 %d %s\r\n"
     b"Content-Type: text/plain; charset=utf-8\r\n"
     b"Content-Length: %d\r\n"
     b"Connection: close\r\n\r\n%s"
 )
 
 
+def route_name(path: bytes) -> str | None:
+    """The URL name of the route at `path` (the raw request target), or None."""
+    try:
+        return resolve(path.split(b"?", 1)[0].decode("latin-1")).url_name
+    except Resolver404:
+        return None
+
+
 def body_limit(path: bytes) -> int:
     """The largest request body, in bytes, the route at `path` (the raw request target) takes."""
     form = max(settings.DATA_UPLOAD_MAX_MEMORY_SIZE or 0, settings.FILE_UPLOAD_MAX_MEMORY_SIZE or 0)
-    try:
-        name = resolve(path.split(b"?", 1)[0].decode("latin-1")).url_name
-    except Resolver404:
-        return form + ENVELOPE_BYTES
-    setting = UPLOAD_ROUTES.get(name)
+    setting = UPLOAD_ROUTES.get(route_name(path))
     return (getattr(settings, setting) if setting else form) + ENVELOPE_BYTES
+
+
+def session_user(session_key: str) -> str | None:
+    """The id of the person signed in with this session key, or None (no such session, expired,
+    signed out). Runs in a thread: the session store may be the database."""
+    try:
+        store = import_module(settings.SESSION_ENGINE).SessionStore(session_key)
+        user_id = store.get(SESSION_KEY)
+        return None if user_id is None else str(user_id)
+    finally:
+        close_old_connections()
 
 
 class BoundedRequest(WebRequest):
@@ -70,14 +108,60 @@ class BoundedRequest(WebRequest):
         self._body_limit = 0
         self._body_received = 0
         self._refused = False
+        self._checking = False  # the session is being looked up; the socket is paused
+        self._received = None  # requestReceived's arguments, held while the session is looked up
+        self.uploader: str | None = None  # the signed-in person whose upload this is
 
     def gotLength(self, length):
-        # Called once the headers are in; the request line's target is still only on the channel.
-        self._body_limit = body_limit(getattr(self.channel, "_path", b"/"))
+        # Called once the headers (and cookies) are in; the request line's target is still only on the channel.
+        path = getattr(self.channel, "_path", b"/")
+        self._body_limit = body_limit(path)
         if length is not None and length > self._body_limit:
             self._refuse(f"declared {length:,} bytes")
             length = 0  # an empty in-memory buffer: nothing of the body is kept
+        elif length != 0 and route_name(path) in SIGNED_IN_ROUTES:
+            key = self.received_cookies.get(settings.SESSION_COOKIE_NAME.encode())
+            if not key:
+                self._refuse("not signed in", status=403, reason=b"Forbidden", text=SIGN_IN)
+                length = 0
+            else:
+                self._check_session(key.decode("latin-1"))
         super().gotLength(length)
+
+    def _check_session(self, key: str) -> None:
+        self._checking = True
+        self._pause(True)
+        deferToThread(session_user, key).addCallbacks(self._signed_in, self._session_failed)
+
+    def _session_failed(self, failure) -> None:
+        self._checking = False
+        self._refuse("session lookup failed", status=503, reason=b"Service Unavailable",
+                     text="The upload could not be checked; try again in a moment.")
+
+    def _signed_in(self, user_id: str | None) -> None:
+        self._checking = False
+        if self._refused or self.channel is None:
+            return
+        if user_id is None:
+            self._refuse("not signed in", status=403, reason=b"Forbidden", text=SIGN_IN)
+            return
+        if user_id in UPLOADING:
+            self._refuse("one upload at a time", status=429, reason=b"Too Many Requests",
+                         text="Your previous upload is still being read; one upload at a time.")
+            return
+        UPLOADING.add(user_id)
+        self.uploader = user_id
+        self.notifyFinish().addBoth(lambda _: UPLOADING.discard(user_id))
+        if self._received is None:
+            self._pause(False)  # the rest of the body
+        else:  # all of it is in already (Twisted's channel keeps the socket paused until it answers)
+            received, self._received = self._received, None
+            super().requestReceived(*received)
+
+    def _pause(self, paused: bool) -> None:
+        transport = self.channel.transport if self.channel is not None else None
+        if transport is not None:
+            (transport.pauseProducing if paused else transport.resumeProducing)()
 
     def handleContentChunk(self, data):
         if self._refused:
@@ -91,17 +175,68 @@ class BoundedRequest(WebRequest):
     def requestReceived(self, command, path, version):
         if self._refused:
             return
+        if self._checking:
+            self._received = (command, path, version)  # the body is all in; the session not yet
+            return
         super().requestReceived(command, path, version)
 
-    def _refuse(self, what: str) -> None:
+    def body_file(self) -> int | None:
+        """The file descriptor of the body Twisted spooled to disk, or None (in memory)."""
+        try:
+            return self.content.fileno()
+        except (AttributeError, OSError, ValueError):
+            return None
+
+    def _refuse(self, what: str, *, status: int = 413, reason: bytes = b"Content Too Large", text: str = "") -> None:
         self._refused = True
-        body = (
-            f"Request body too large for this address ({what}; the limit is {self._body_limit:,} bytes).\n"
-        ).encode()
-        transport = self.channel.transport
+        self._checking = False
+        body = (text or (
+            f"Request body too large for this address ({what}; the limit is {self._body_limit:,} bytes)."
+        )).encode() + b"\n"
+        channel = self.channel
+        transport = channel.transport if channel is not None else None
         if transport is not None:
-            transport.write(REFUSAL % (len(body), body))
-        self.channel.loseConnection()
+            transport.write(REFUSAL % (status, reason, len(body), body))
+        if channel is not None:
+            channel.loseConnection()
+
+
+SIGN_IN = "Sign in first: this address takes uploads only from a signed-in person."
+
+
+class _BodyFromFile(asyncio.Queue):
+    """An application's input queue that hands it the request body from the file Twisted spooled
+    it to, `BODY_CHUNK` bytes per read, as the application asks (issue 24 point 1). Daphne's
+    own `http.request` messages (the whole body at once) are dropped; its other messages (the
+    disconnect) queue as usual, after the body."""
+
+    def __init__(self, fd: int):
+        super().__init__()
+        self._fd: int | None = os.dup(fd)  # ours: read by offset, open until the body is handed over
+        self._offset = 0
+
+    def put_nowait(self, item):
+        if item.get("type") != "http.request":
+            super().put_nowait(item)
+
+    async def get(self):
+        if self._fd is None:
+            return await super().get()
+        await asyncio.sleep(0)  # another request's turn between two chunks
+        chunk = os.pread(self._fd, BODY_CHUNK, self._offset)
+        self._offset += len(chunk)
+        more = len(chunk) == BODY_CHUNK
+        if not more:
+            self.close()
+        return {"type": "http.request", "body": chunk, "more_body": more}
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+    def __del__(self):
+        self.close()
 
 
 class BoundedHTTPFactory(HTTPFactory):
@@ -122,6 +257,25 @@ class BoundedServer(Server):
     @http_factory.setter
     def http_factory(self, factory):
         self._http_factory = factory if isinstance(factory, BoundedHTTPFactory) else BoundedHTTPFactory(self)
+
+    def create_application(self, protocol, scope):
+        """Daphne's, except that a signed-in upload's body is read from its file as the
+        application asks (`_BodyFromFile`), not put in its queue whole."""
+        fd = protocol.body_file() if getattr(protocol, "uploader", None) else None
+        if fd is None:
+            return super().create_application(protocol, scope)
+        assert "application_instance" not in self.connections[protocol]
+        input_queue = _BodyFromFile(fd)
+        protocol.content.seek(0, os.SEEK_END)  # Daphne's own loop then reads nothing more
+        scope.setdefault("asgi", {"version": "3.0"})
+        application_instance = self.application(scope=scope, receive=input_queue.get,
+                                                send=partial(self.handle_reply, protocol))
+        if protocol not in self.connections:
+            input_queue.close()
+            return None
+        self.connections[protocol]["application_instance"] = asyncio.ensure_future(
+            application_instance, loop=asyncio.get_event_loop())
+        return input_queue
 
 
 class BoundedCommandLineInterface(CommandLineInterface):

@@ -1,12 +1,17 @@
-"""The data page's pending imports (SPEC S4, issue 16 point 2): the uploaded export is kept,
-byte for byte, under `imports/<token>.json` in the default storage between the dry-run
-preview and its apply. It is removed on apply, on cancel, when the same person previews
-another file, and by the server's housekeeping once older than PREVIOUSLY_IMPORT_PREVIEW_HOURS
-(`sweep_previews`) — no preview outlives that. Both the preview and the apply read it as it
-streams from the storage (`preview_file`, memory/interop/json_stream.py)."""
+"""The data page's pending imports (SPEC S4, issue 16 point 2, issue 24 point 7): the uploaded
+export is kept, byte for byte, under `imports/<token>.json` in the default storage between the
+dry-run preview and its apply. A token names the person who uploaded it and the account it goes
+into (staff may import into another's), so pending imports are per person, not per session: at
+most one each — a new preview removes the person's earlier one, from whichever session — and
+the person's are removed at logout (previously.pages.data), on a finished apply, on cancel, and by
+the server's housekeeping once older than PREVIOUSLY_IMPORT_PREVIEW_HOURS (`sweep_previews`).
+An apply that a database error stopped keeps its preview, so applying it again finishes it
+(issue 25 point 6). Both the preview and the apply read it as it streams from the storage
+(`preview_file`, memory/interop/json_stream.py)."""
 
 import re
 import secrets
+from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
@@ -16,12 +21,22 @@ from django.utils import timezone
 from memory.interop.json_stream import ExportFile
 
 FOLDER = "imports"
-TOKEN_RE = re.compile(r"[0-9a-f]{32}")
+TOKEN_RE = re.compile(r"u([0-9]+)-t([0-9]+)-[0-9a-f]{32}")
 
 
-def save_preview(upload) -> str:
-    """Store the upload (streamed from Django's temp file) under a new token."""
-    token = secrets.token_hex(16)
+@dataclass(frozen=True)
+class Pending:
+    """A person's pending import: its token and the account it goes into."""
+
+    token: str
+    target_id: int
+
+
+def save_preview(upload, *, uploader, target) -> str:
+    """Store the upload (streamed from Django's temp file) under a new token; the uploader's
+    earlier pending import, if any, is removed (one per person)."""
+    drop_previews(uploader)
+    token = f"u{uploader.pk}-t{target.pk}-{secrets.token_hex(16)}"
     default_storage.save(_path(token), upload)
     return token
 
@@ -32,8 +47,19 @@ def _path(token: str) -> str:
     return f"{FOLDER}/{token}.json"
 
 
-def preview_exists(token: str) -> bool:
-    return default_storage.exists(_path(token))
+def _tokens(uploader) -> list[str]:
+    if uploader is None or uploader.pk is None or not default_storage.exists(FOLDER):
+        return []
+    prefix = f"u{uploader.pk}-"
+    return [name.removesuffix(".json") for name in default_storage.listdir(FOLDER)[1]
+            if name.startswith(prefix) and TOKEN_RE.fullmatch(name.removesuffix(".json"))]
+
+
+def pending_preview(uploader) -> Pending | None:
+    """The person's pending import, or None (never uploaded, applied, cancelled or swept)."""
+    for token in _tokens(uploader):
+        return Pending(token=token, target_id=int(TOKEN_RE.fullmatch(token).group(2)))
+    return None
 
 
 def preview_file(token: str) -> ExportFile:
@@ -45,6 +71,14 @@ def preview_file(token: str) -> ExportFile:
 def drop_preview(token: str | None) -> None:
     if token and TOKEN_RE.fullmatch(str(token)):
         default_storage.delete(_path(token))
+
+
+def drop_previews(uploader) -> int:
+    """Remove every pending import of this person (a new preview, logout); how many."""
+    tokens = _tokens(uploader)
+    for token in tokens:
+        drop_preview(token)
+    return len(tokens)
 
 
 def sweep_previews(now=None) -> int:

@@ -26,11 +26,12 @@ def start(tmp_path, env: dict | None = None) -> Stack:
                  env={"PREVIOUSLY_PROACTIVE_CHECK_SECONDS": "0", **(env or {})}).start()
 
 
-def get(port: int, path: str) -> tuple[int, float]:
-    """One GET on a fresh connection: (status, seconds)."""
+def get(port: int, path: str, cookie: str = "") -> tuple[int, float]:
+    """One GET on a fresh connection (with this Cookie header, if any): (status, seconds)."""
     started = time.monotonic()
+    extra = f"Cookie: {cookie}\r\n" if cookie else ""
     with socket.create_connection(("127.0.0.1", port), timeout=REQUEST_TIMEOUT) as s:
-        s.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".encode())
+        s.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{extra}Connection: close\r\n\r\n".encode())
         head = s.recv(64)
         while s.recv(65536):
             pass
@@ -64,8 +65,8 @@ class Probe:
     """GETs `path` every `every` seconds on another connection while an attack runs; the
     latencies say whether other requests kept answering."""
 
-    def __init__(self, port: int, pid: int, path: str = "/login/", every: float = 0.05):
-        self.port, self.pid, self.path, self.every = port, pid, path, every
+    def __init__(self, port: int, pid: int, path: str = "/login/", every: float = 0.05, cookie: str = ""):
+        self.port, self.pid, self.path, self.every, self.cookie = port, pid, path, every, cookie
         self.peak_rss = rss_bytes(pid)
         self.latencies: list[float] = []
         self.statuses: list[int] = []
@@ -74,7 +75,7 @@ class Probe:
 
     def _run(self):
         while not self._stop.is_set():
-            status, seconds = get(self.port, self.path)
+            status, seconds = get(self.port, self.path, self.cookie)
             self.statuses.append(status)
             self.latencies.append(seconds)
             self.peak_rss = max(self.peak_rss, rss_bytes(self.pid))
@@ -93,7 +94,12 @@ class Probe:
             return "no probe answered"
         ms = sorted(s * 1000 for s in self.latencies)
         return (f"{len(ms)} probes, median {statistics.median(ms):.1f} ms, "
-                f"max {ms[-1]:.1f} ms")
+                f"p99 {self.p99() * 1000:.1f} ms, max {ms[-1]:.1f} ms")
+
+    def p99(self) -> float:
+        """The 99th percentile of the probes' latencies, in seconds (the slowest when few)."""
+        ms = sorted(self.latencies)
+        return ms[min(len(ms) - 1, int(len(ms) * 0.99))] if ms else 0.0
 
 
 def cpu_seconds(pid: int) -> float:

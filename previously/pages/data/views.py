@@ -5,7 +5,9 @@ import json
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.signals import user_logged_out
 from django.core.exceptions import PermissionDenied
+from django.dispatch import receiver
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
@@ -14,10 +16,20 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from memory.interop.export import export_json, profiles_for
 from memory.interop.full_import import BadExport, ImportInterrupted, import_full
-from memory.interop.previews import drop_preview, preview_exists, preview_file, save_preview
+from memory.interop.previews import (
+    drop_preview,
+    drop_previews,
+    pending_preview,
+    preview_file,
+    save_preview,
+)
 from memory.models import Profile
 
-PENDING = "data_import_pending"
+
+@receiver(user_logged_out)
+def drop_previews_at_logout(sender, request, user, **kwargs):
+    """Issue 24 point 7: a person's pending import goes when they log out."""
+    drop_previews(user)
 
 
 def _target_user(request, username: str | None):
@@ -66,9 +78,8 @@ def data_import_preview(request):
             request, target, _("That file is %(size)s bytes; the limit is %(limit)s bytes (PREVIOUSLY_MAX_IMPORT_BYTES).")
             % {"size": f"{upload.size:,}", "limit": f"{limit:,}"},
         )
-    # S4: one pending preview per session — a new upload removes the previous one's file.
-    drop_preview((request.session.pop(PENDING, None) or {}).get("token"))
-    token = save_preview(upload)  # the upload as sent, streamed from its temp file
+    # S4, issue 24 point 7: one pending preview per person — this one replaces any earlier one.
+    token = save_preview(upload, uploader=request.user, target=target)  # as sent, streamed from its temp file
     try:
         # A dry run that only reads (no write lock), streaming the stored file: bounded in
         # memory, depth and object count (memory/interop/json_stream.py).
@@ -76,7 +87,6 @@ def data_import_preview(request):
     except BadExport as exc:
         drop_preview(token)
         return _page_with_error(request, target, _refused(exc))
-    request.session[PENDING] = {"token": token, "user_id": target.pk}
     return render(request, "data/data.html", {
         "target": target, "profiles": Profile.objects.for_user(target), "preview": report, "token": token,
     })
@@ -85,30 +95,31 @@ def data_import_preview(request):
 @login_required
 @require_POST
 def data_import_apply(request):
-    pending = request.session.get(PENDING) or {}
-    if not pending or pending.get("token") != request.POST.get("token"):
+    pending = pending_preview(request.user)
+    if pending is None:
+        if request.POST.get("token") and "cancel" not in request.POST:
+            return _page_with_error(request, request.user, _("That preview has expired; upload the file again."))
+        return redirect("data")
+    if pending.token != request.POST.get("token"):
         return redirect("data")
     if "cancel" in request.POST:
-        drop_preview(pending["token"])
-        del request.session[PENDING]
+        drop_preview(pending.token)
         return redirect("data")
     User = get_user_model()
-    target = get_object_or_404(User, pk=pending["user_id"])
+    target = get_object_or_404(User, pk=pending.target_id)
     _target_user(request, target.get_username())  # re-check: staff rights may have changed
-    if not preview_exists(pending["token"]):
-        del request.session[PENDING]
-        return _page_with_error(request, target, _("That preview has expired; upload the file again."))
     try:
-        report = import_full(data=preview_file(pending["token"]), user=target)
+        report = import_full(data=preview_file(pending.token), user=target)
     except BadExport as exc:
+        drop_preview(pending.token)
         return _page_with_error(request, target, _refused(exc))
-    except ImportInterrupted as exc:  # a database error part-way: what was written stays; re-run
+    except ImportInterrupted as exc:
+        # Issue 25 point 6: what was written stays and the preview is kept, so applying it again
+        # finishes the import (what exists is skipped, X2) without uploading the file again.
         return _page_with_error(request, target, _(
-            "The import stopped part-way; what was written is kept. Import the same file again to finish"
-            " (nothing is doubled). Details: %(reason)s") % {"reason": exc})
-    finally:
-        drop_preview(pending["token"])
-        del request.session[PENDING]
+            "The import stopped part-way; what was written is kept. Apply it again to finish"
+            " (nothing is doubled). Details: %(reason)s") % {"reason": exc}, resume=pending.token)
+    drop_preview(pending.token)
     return render(request, "data/data.html", {
         "target": target, "profiles": Profile.objects.for_user(target), "applied": report,
     })
@@ -119,7 +130,7 @@ def _refused(exc: BadExport) -> str:
     return _("This file cannot be imported; nothing was written. Details: %(reason)s") % {"reason": exc}
 
 
-def _page_with_error(request, target, error: str):
+def _page_with_error(request, target, error: str, *, resume: str | None = None):
     return render(request, "data/data.html", {
-        "target": target, "profiles": Profile.objects.for_user(target), "error": error,
+        "target": target, "profiles": Profile.objects.for_user(target), "error": error, "resume": resume,
     }, status=400)

@@ -176,3 +176,40 @@ def test_a_fallback_profile_record_exports_under_the_profile_it_now_belongs_to(a
     assert "msg:owner:c_00000000000000d1" in keys and not any("Bad Profile!" in k for k in keys)
     value = json.loads(next(e["value"] for e in entries if e["key"] == "msg:owner:c_00000000000000d1"))
     assert value["profile_id"] == "owner"
+
+
+def test_x2_export_import_export_keeps_exactly_what_the_file_says(admin, tmp_path, django_user_model):
+    """Issue 25 point 2: export_full -> import_full into an empty account -> export gives the same
+    file: no period derived where the file's is empty, and the file's created_at kept for card
+    snapshots, favourites and experience history (not the import's time)."""
+    dump = tmp_path / "in.json"
+    write_dump(str(dump), keys=300, seed=11)
+    call_command("import_kv", str(dump), stdout=StringIO())
+    profile = Profile.objects.filter(user=admin).order_by("key").first()
+    line = Message.objects.filter(profile=profile, deleted_at__isnull=True).exclude(content="").first()
+    add_favourite(profile=profile, message=line)
+    CardSnapshot.objects.create(profile=profile, slice=Slice.objects.filter(profile=profile).first(), text="card")
+    experience = Experience.objects.filter(profile=profile).first() or ExperienceFactory(profile=profile)
+    experience.record(action="edit", before=experience.snapshot(), actor="user", reason="round trip")
+    old = "2020-01-02T03:04:05+00:00"
+    Favourite.objects.filter(profile=profile).update(created_at=old)
+    CardSnapshot.objects.filter(profile=profile).update(created_at=old)
+    ExperienceHistory.objects.filter(experience__profile=profile).update(created_at=old)
+    # A line with an empty period (as a migrated legacy archive has them).
+    Message.objects.filter(pk=line.pk).update(period="", local_hour=14)
+    other = Message.objects.filter(profile=profile).exclude(pk=line.pk).first()
+    Message.objects.filter(pk=other.pk).update(period="深夜", local_hour=14)  # a legacy name, not an id
+    exported = export_json(profiles=Profile.objects.filter(user=admin))
+    bob = django_user_model.objects.create_user(username="bob", password="pw-bob-1234")
+
+    import_full(data=exported, user=bob)
+
+    again = export_json(profiles=Profile.objects.filter(user=bob))
+    for before, after in zip(exported["profiles"], again["profiles"], strict=True):
+        for kind in ("card_snapshots", "favourites", "experiences", "tombstones", "highlights", "relations"):
+            assert after[kind] == before[kind], kind
+        by_mid = {m["mid"]: m for m in after["messages"]}
+        for m in before["messages"]:
+            got = by_mid[m["mid"]]
+            assert {k: got[k] for k in ("period", "local_hour", "local_day_key")} == \
+                {k: m[k] for k in ("period", "local_hour", "local_day_key")}, m["mid"]

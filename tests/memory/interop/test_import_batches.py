@@ -115,7 +115,7 @@ def test_an_interrupted_apply_run_again_ends_with_exactly_the_rows_of_a_clean_on
         with connection.execute_wrapper(fail), pytest.raises(ImportInterrupted) as stopped:
             import_full(data=data, user=user, progress=fail.progress)
         said = str(stopped.value)
-        assert f"The {at:,} batches written before it are kept" in said and "import the same file again" in said
+        assert f"The {at:,} batches written before it are kept" in said and "the same import run again finishes it" in said
         assert len(fail.stages) == at
         import_full(data=data, user=user)
         assert rows_of(user) == expected, f"stopped in batch {at} ({batches[at]}), insert {nth}"

@@ -97,7 +97,9 @@ def test_a_period_outside_the_closed_set_is_not_kept_where_the_prompt_reads_it(e
     user = UserFactory()
     import_full(data=export, user=user)
     msg = Message.objects.get(profile__user=user, mid="c_0000000000000000")
-    assert (msg.period, msg.local_day_key) == ("evening", "")
+    # Kept aside, not derived from the hour (issue 25 point 2); the prompt reads only a period
+    # of the closed set (previously/chat/prompt.py), so a short odd one stays where it is.
+    assert (msg.period, msg.local_day_key) == ("", "")
     assert msg.legacy_extra["period"].startswith("\n# Reply")
 
 
@@ -226,3 +228,40 @@ def test_a_malformed_upload_gets_a_clear_400_never_a_500(client, storage):
                                {"export": SimpleUploadedFile("e.json", body, "application/json")})
         assert response.status_code == 400 and said in response.content.decode(), said
     assert _previews(storage) == []
+
+
+def test_a_40_mb_message_is_refused_naming_the_record_the_limit_and_the_setting(export):
+    """Issue 24 points 5 and 6 (S6): the stream refuses a text longer than any an import takes
+    as soon as it has gone by (not after a parse that costs its length squared)."""
+    export["profiles"][0]["messages"][1]["content"] = "你好 hello 🙂 " * (40 * 1024 * 1024 // 16)
+    raw = json.dumps(export, ensure_ascii=False).encode()
+    before = counts()
+    with pytest.raises(BadExport) as refused:
+        import_full(data=_stream(raw), user=UserFactory())
+    said = str(refused.value)
+    assert "profiles[0].messages[1].content" in said and "PREVIOUSLY_MAX_MESSAGE_CHARS" in said
+    assert f"{262_144:,} characters" in said
+    assert counts() == before
+
+
+@pytest.mark.parametrize(("where", "value", "setting"), [
+    (("messages", 0, "content"), "字" * 262_145, "PREVIOUSLY_MAX_MESSAGE_CHARS"),
+    (("messages", 0, "tz"), "x" * 8_193, "PREVIOUSLY_MAX_FIELD_CHARS"),
+    (("messages", 0, "legacy_extra"), {"note": ["🙂" * 262_145]}, "PREVIOUSLY_MAX_MESSAGE_CHARS"),
+    (("persona",), "p" * 16_385, "PREVIOUSLY_MAX_PERSONA_CHARS"),
+    (("name",), "n" * 8_193, "PREVIOUSLY_MAX_FIELD_CHARS"),
+])
+def test_every_string_in_an_import_is_within_its_limit(export, where, value, setting):
+    """S6: each string is checked against memory.limits before anything is written; the
+    refusal names the record and field, the limit and the setting that changes it."""
+    node = export["profiles"][0]
+    for step in where[:-1]:
+        node = node[step]
+    node[where[-1]] = value
+    before = counts()
+    with pytest.raises(BadExport, match=setting) as refused:
+        import_full(data=export, user=UserFactory())
+    assert "profile 'owner'" in str(refused.value) and repr(where[-1]) in str(refused.value)
+    if where[0] == "messages":
+        assert "messages[0] ('c_0000000000000000')" in str(refused.value)
+    assert counts() == before

@@ -130,31 +130,84 @@ def test_an_oversize_upload_is_refused_with_a_clear_message_and_nothing_written(
     assert Profile.objects.count() == before
 
 
-def test_an_apply_stopped_by_a_database_error_says_what_was_kept_and_to_import_again(client, profile, bob, storage,
-                                                                                   settings):
-    """S4: the apply writes in short batches; a database error part-way keeps the batches
-    before it, and the page says so — importing the same file again finishes it (X2)."""
+def _five_lines_previewed(client, profile, bob, settings) -> str:
+    """Five lines of `profile` previewed by bob, to be applied in batches of two: the token."""
     settings.PREVIOUSLY_IMPORT_BATCH_ROWS = 2
     for n in range(5):
         MessageFactory(profile=profile, content=f"line {n}")
-    token = _preview_as(client, bob, profile).context["token"]
-    writes = []
+    return _preview_as(client, bob, profile).context["token"]
 
-    def fail_in_the_second_message_batch(execute, sql, params, many, context):
+
+def _fail_in_the_second_message_batch(writes: list):
+    """A database wrapper: the second batch of message inserts fails as a locked database would."""
+    def wrapper(execute, sql, params, many, context):
         if sql.lstrip().upper().startswith("INSERT INTO \"MEMORY_MESSAGE\""):
             writes.append(sql)
             if len(writes) == 2:
                 raise OperationalError("database is locked")
         return execute(sql, params, many, context)
+    return wrapper
 
-    with connection.execute_wrapper(fail_in_the_second_message_batch):
+
+def test_an_apply_stopped_by_a_database_error_says_what_was_kept_and_to_import_again(client, profile, bob, storage,
+                                                                                   settings):
+    """S4: the apply writes in short batches; a database error part-way keeps the batches
+    before it, and the page says so — importing the same file again finishes it (X2)."""
+    token = _five_lines_previewed(client, profile, bob, settings)
+    with connection.execute_wrapper(_fail_in_the_second_message_batch([])):
         response = client.post(reverse("data_import_apply"), {"token": token})
     page = response.content.decode()
     assert response.status_code == 400
-    assert "stopped while writing messages" in page and "import the same file again" in page
+    assert "stopped while writing messages" in page and "Apply it again to finish" in page
     assert Message.objects.filter(profile__user=bob).count() == 2  # the first batch stays
     again = _preview_as(client, bob, profile)
     assert again.context["preview"].counts["messages"]["created"] == 3
     client.post(reverse("data_import_apply"), {"token": again.context["token"]})
     assert sorted(Message.objects.filter(profile__user=bob).values_list("content", flat=True)) == [
         f"line {n}" for n in range(5)]
+
+
+def test_an_interrupted_apply_resumes_from_the_same_preview(client, profile, bob, storage, settings, tmp_path):
+    """Issue 25 point 6: a database error part-way keeps the preview; applying the same token
+    again finishes the import, without uploading the file again, and nothing is doubled."""
+    token = _five_lines_previewed(client, profile, bob, settings)
+    with connection.execute_wrapper(_fail_in_the_second_message_batch([])):
+        stopped = client.post(reverse("data_import_apply"), {"token": token})
+    assert stopped.status_code == 400 and stopped.context["resume"] == token
+    assert "Finish this import" in stopped.content.decode()
+    assert Message.objects.filter(profile__user=bob).count() == 2
+    finished = client.post(reverse("data_import_apply"), {"token": token})
+    assert finished.status_code == 200 and finished.context["applied"].counts["messages"]["created"] == 3
+    assert sorted(Message.objects.filter(profile__user=bob).values_list("content", flat=True)) == [
+        f"line {n}" for n in range(5)]
+    assert _stored(tmp_path) == []  # a finished apply removes its preview
+
+
+def _stored(storage_root) -> list[str]:
+    return sorted(p.name for p in (storage_root / "imports").iterdir()) if (storage_root / "imports").exists() else []
+
+
+def test_pending_previews_are_per_person_one_each_and_go_at_logout(client, profile, bob, storage, tmp_path):
+    """Issue 24 point 7: five logins of one person leave at most one pending upload (not one per
+    session), and logging out removes it; another person's stays."""
+    alice = profile.user
+    MessageFactory(profile=profile, content="x")
+    client.force_login(alice)
+    export = json.loads(client.get(reverse("data_export")).content)
+    client.force_login(bob)
+    client.post(reverse("data_import_preview"), {"export": _upload(export)})
+    for _ in range(5):
+        other = type(client)()
+        other.force_login(alice)  # a new session each time
+        assert other.post(reverse("data_import_preview"), {"export": _upload(export)}).status_code == 200
+    stored = _stored(tmp_path)
+    assert len(stored) == 2  # one of alice's, one of bob's
+    latest = other
+    assert latest.post(reverse("logout")).status_code in (200, 302)
+    assert len(_stored(tmp_path)) == 1 and _stored(tmp_path)[0].startswith(f"u{bob.pk}-")
+    # From another session, bob's one preview applies.
+    token = _stored(tmp_path)[0].removesuffix(".json")
+    again = type(client)()
+    again.force_login(bob)
+    assert again.post(reverse("data_import_apply"), {"token": token}).status_code == 200
+    assert Message.objects.filter(profile__user=bob).count() == 1

@@ -1,0 +1,329 @@
+"""The full import's checks (SPEC X4, S5): each record against the schema before anything is
+written, and each row the write would make against what the database takes."""
+
+import re
+from collections.abc import Iterator
+from datetime import datetime
+from functools import cache
+
+from django.core.exceptions import ValidationError
+from django.db.models import CharField, CheckConstraint, F, Q, TextField
+from django.utils import timezone
+
+from memory import limits
+from memory.interop.full.report import BadExport
+from memory.models.archive import (
+    OBJECT_ID_RE,
+    PROFILE_KEY_RE,
+    MessageSpeaker,
+    MessageStatus,
+    MessageType,
+    SliceCloseReason,
+    is_slice_key,
+)
+from memory.models.curation import (
+    ExperienceHistoryActor,
+    ExperienceStatus,
+    ExperienceTimeCertainty,
+    HighlightSource,
+    RelationType,
+)
+from memory.models.deletion import TombstoneKind
+
+# X4 / S5 (issue 16): each record is checked before anything is written, and a bad one is
+# refused naming the profile, the kind, the record (its position and id) and the field — never
+# left to the database (an IntegrityError, a 500) or to a later page (an id with '/').
+DAY_KEY_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
+
+
+def _text(value) -> str | None:
+    if not isinstance(value, str):
+        return f"must be text, not {type(value).__name__}"
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return "contains a lone surrogate (text that cannot be stored)"
+    if "\x00" in value:
+        return "contains a NUL character (text that cannot be stored)"
+    return None
+
+
+def _ident(value) -> str | None:
+    if not isinstance(value, str) or not OBJECT_ID_RE.fullmatch(value):
+        return (f"{value!r:.80} is not an id (1-64 characters without '/', '\\', spaces, control"
+                " characters, lone surrogates or <>\"'`[]{})")
+    return None
+
+
+def _when(value) -> str | None:
+    if not isinstance(value, str):
+        return f"must be an ISO 8601 time, not {type(value).__name__}"
+    try:
+        datetime.fromisoformat(value)
+    except ValueError:
+        return f"{value!r:.80} is not an ISO 8601 time"
+    return None
+
+
+def _one_of(choices):
+    allowed = tuple(getattr(choices, "values", choices))
+
+    def check(value) -> str | None:
+        return None if value in allowed else f"{value!r:.80} is not one of {', '.join(allowed)}"
+    return check
+
+
+def _optional(check):
+    return lambda value: None if value in (None, "") else check(value)
+
+
+def _hour(value) -> str | None:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 23:
+        return f"{value!r:.80} is not an hour 0-23"
+    return None
+
+
+def _slice_key(value) -> str | None:
+    if not is_slice_key(value):
+        return f"{value!r:.80} is not a slice key YYYY-MM-DD-HHMM"
+    return None
+
+
+def _ids(value) -> str | None:
+    if not isinstance(value, list):
+        return "must be a list of ids"
+    return next((p for p in map(_ident, value) if p), None)
+
+
+def _history(value) -> str | None:
+    if not isinstance(value, list) or not all(isinstance(h, dict) for h in value):
+        return "must be a list of objects"
+    for n, h in enumerate(value):
+        problem = (_one_of(ExperienceHistoryActor)(h.get("actor")) or _text(h.get("action"))
+                   or _optional(_when)(h.get("created_at")))
+        if problem:
+            return f"entry {n}: {problem}"
+    return None
+
+
+# kind -> field -> (required, check)
+SCHEMA = {
+    "tombstones": {"kind": (True, _one_of(TombstoneKind)), "object_id": (True, _ident),
+                   "deleted_at": (True, _when), "expires_at": (True, _optional(_when)),
+                   "created_at": (False, _optional(_when))},
+    "slices": {"key": (True, _slice_key), "started_at": (True, _when), "last_message_at": (True, _when),
+               "ended_at": (False, _optional(_when)), "close_reason": (False, _optional(_one_of(SliceCloseReason))),
+               "tz": (False, _optional(_text))},
+    "messages": {"mid": (True, _ident), "created_at": (True, _when), "speaker": (True, _one_of(MessageSpeaker)),
+                 "message_type": (False, _one_of(MessageType)), "status": (False, _one_of(MessageStatus)),
+                 "content": (False, _text), "raw_content": (False, _optional(_text)),
+                 "local_hour": (False, _optional(_hour)), "local_day_key": (False, _optional(_text)),
+                 "period": (False, _optional(_text)), "deleted_at": (False, _optional(_when)),
+                 "slice": (False, _optional(_slice_key)), "tz": (False, _optional(_text))},
+    "legacy_fragments": {"key": (True, _text), "fingerprint": (True, _text), "disposition": (True, _text),
+                         "content": (True, _text), "mid": (False, _optional(_ident))},
+    "highlights": {"hid": (True, _ident), "mid": (True, _ident), "content": (True, _text),
+                   "created_at": (True, _when), "source": (False, _optional(_one_of(HighlightSource))),
+                   "deleted_at": (False, _optional(_when))},
+    "experiences": {"eid": (True, _ident), "title": (True, _text), "content": (True, _text),
+                    "status": (True, _one_of(ExperienceStatus)),
+                    "time_certainty": (True, _one_of(ExperienceTimeCertainty)), "recorded_at": (True, _when),
+                    "event_time": (False, _optional(_when)), "invalid_at": (False, _optional(_when)),
+                    "deleted_at": (False, _optional(_when)), "source_mids": (False, _ids),
+                    "history": (False, _history)},
+    "relations": {"rid": (True, _ident), "type": (True, _one_of(RelationType)), "from_id": (True, _ident),
+                  "to_id": (True, _ident), "created_at": (True, _when), "deleted_at": (False, _optional(_when))},
+    "legacy_meta": {"key": (True, _text)},
+    "card_snapshots": {"slice": (True, _slice_key), "text": (False, _optional(_text)),
+                       "created_at": (False, _optional(_when))},
+    "favourites": {"mid": (True, _ident), "excerpt": (False, _optional(_text)), "hid": (False, _optional(_ident)),
+                   "created_at": (False, _optional(_when))},
+}
+
+
+def _aware(value: datetime) -> datetime:
+    """A time as the database stores it (a naive one is in the default time zone)."""
+    return timezone.make_aware(value) if timezone.is_naive(value) else value
+
+
+def storable(obj) -> str | None:
+    """Why the database would refuse this row — a null in a required column, a value its
+    column cannot take (type, range, length, NUL, lone surrogate), a check constraint it
+    breaks — or None. The checking pass
+    asks it of every row it would write, so the apply's batches meet no such refusal (S4)."""
+    for f, may_be_null in _columns(type(obj)):
+        value = getattr(obj, f.attname)
+        if value is None:
+            if may_be_null:
+                continue
+            return f"field {f.name!r} cannot be empty (null)"
+        if isinstance(value, (dict, list)):
+            problem = _json_text(value)
+            if problem:
+                return f"field {f.name!r}: {problem}"
+        if isinstance(value, str):
+            problem = _text(value)
+            if problem:
+                return f"field {f.name!r}: {problem}"
+            if f.max_length is not None and len(value) > f.max_length:
+                return f"field {f.name!r}: {len(value):,} characters, more than its {f.max_length}"
+            if isinstance(f, (CharField, TextField)):
+                continue
+        try:
+            f.run_validators(f.get_prep_value(value))
+        except (ValueError, TypeError, OverflowError, ValidationError) as exc:
+            reason = "; ".join(exc.messages) if isinstance(exc, ValidationError) else str(exc)
+            return f"field {f.name!r}: {value!r:.80} cannot be stored ({reason})"
+    for check in _checks(type(obj)):
+        if _holds(check.condition, obj) is False:
+            names = dict.fromkeys(_names(check.condition))
+            values = ", ".join(f"{n} {getattr(obj, obj._meta.get_field(n).attname)!r:.60}" for n in names)
+            return f"{values}: breaks the database's rule {check.name!r}"
+    return None
+
+
+@cache
+def _checks(model) -> list[CheckConstraint]:
+    return [c for c in model._meta.constraints if isinstance(c, CheckConstraint)]
+
+
+def _names(node) -> Iterator[str]:
+    for child in node.children:
+        if isinstance(child, Q):
+            yield from _names(child)
+        else:
+            yield child[0].split("__")[0]
+
+
+def _holds(node, obj) -> bool | None:
+    """A check constraint's condition on an unsaved row, as SQL has it: True, False, or None
+    (unknown: a NULL, or a lookup this does not evaluate — the database decides)."""
+    if isinstance(node, Q):
+        results = [_holds(child, obj) for child in node.children]
+        if node.connector == Q.AND:
+            value = False if False in results else None if None in results else True
+        else:
+            value = True if True in results else None if None in results else False
+        return (None if value is None else not value) if node.negated else value
+    lookup, expected = node
+    name, _, op = lookup.partition("__")
+    value = getattr(obj, obj._meta.get_field(name).attname)
+    if isinstance(expected, F):
+        expected = getattr(obj, obj._meta.get_field(expected.name).attname)
+    if op == "isnull":
+        return (value is None) == expected
+    if value is None or expected is None:
+        return None
+    if isinstance(value, datetime) and isinstance(expected, datetime):
+        value, expected = _aware(value), _aware(expected)
+    try:
+        return _LOOKUPS[op or "exact"](value, expected) if (op or "exact") in _LOOKUPS else None
+    except (TypeError, re.error):
+        return None
+
+
+_LOOKUPS = {
+    "exact": lambda v, e: v == e, "in": lambda v, e: v in e, "regex": lambda v, e: re.search(e, str(v)) is not None,
+    "gt": lambda v, e: v > e, "gte": lambda v, e: v >= e, "lt": lambda v, e: v < e, "lte": lambda v, e: v <= e,
+}
+
+
+def _json_text(value) -> str | None:
+    """The first text inside a JSON value (keys too) that cannot be stored (PostgreSQL's
+    jsonb refuses NUL, no database takes a lone surrogate)."""
+    for item in json_strings(value):
+        if problem := _text(item):
+            return f"a text inside it {problem}"
+    return None
+
+
+def json_strings(value) -> Iterator[str]:
+    """Every string inside a JSON value, keys too, without recursion."""
+    todo = [value]
+    while todo:
+        item = todo.pop()
+        if isinstance(item, dict):
+            todo.extend(item.keys())
+            todo.extend(item.values())
+        elif isinstance(item, list):
+            todo.extend(item)
+        elif isinstance(item, str):
+            yield item
+
+
+@cache
+def _columns(model) -> list[tuple]:
+    """The columns an import fills (not the key, not the links it sets itself), and whether
+    each may stay empty (nullable, or filled on save)."""
+    return [(f, f.null or getattr(f, "auto_now", False) or getattr(f, "auto_now_add", False))
+            for f in model._meta.concrete_fields if not (f.primary_key or f.is_relation)]
+
+
+def check_profile(pdata, position: int) -> None:
+    """Refuse the profile's first bad record with a BadExport naming it and its field."""
+    if not isinstance(pdata, dict):
+        raise BadExport(f"profiles[{position}] is not an object")
+    key = pdata.get("key")
+    if not isinstance(key, str) or not PROFILE_KEY_RE.fullmatch(key):
+        raise BadExport(f"profiles[{position}]: key {key!r:.80} is not a profile key (1-32 of a-z, 0-9, '_', '-')")
+    for kind, fields in SCHEMA.items():
+        records = pdata.get(kind) or []
+        if not isinstance(records, list):
+            raise BadExport(f"profile {key!r}: {kind} must be a list")
+        for n, rec in enumerate(records):
+            where = f"profile {key!r}, {kind}[{n}]"
+            if not isinstance(rec, dict):
+                raise BadExport(f"{where} is not an object")
+            ident = next((rec[f] for f in ("mid", "hid", "eid", "rid", "key", "object_id", "slice")
+                          if isinstance(rec.get(f), str)), None)
+            if ident is not None:
+                where += f" ({ident!r:.80})"
+            for name, (required, check) in fields.items():
+                if name not in rec:
+                    if required:
+                        raise BadExport(f"{where}: the field {name!r} is missing")
+                    continue
+                problem = check(rec[name])
+                if problem:
+                    raise BadExport(f"{where}: field {name!r}: {problem}")
+            check_lengths(rec, kind, where)
+    card = pdata.get("card")
+    if card is not None and not (isinstance(card, dict) and _text(card.get("text") or "") is None):
+        raise BadExport(f"profile {key!r}: card must be an object with a text")
+    check_lengths({k: v for k, v in pdata.items() if k not in SCHEMA}, "profile", f"profile {key!r}")
+
+
+# S6 (issue 24 points 5 and 6): every string in an import is within a limit of memory.limits —
+# these fields are a person's long texts (MESSAGE), the persona its own, every other string a
+# field (FIELD); a string inside a JSON value (legacy_extra, a history entry's before/after,
+# the card) may be any of them, so it takes the longest (MESSAGE).
+LONG_TEXTS = {
+    ("messages", "content"), ("messages", "raw_content"), ("legacy_fragments", "content"),
+    ("highlights", "content"), ("experiences", "content"), ("card_snapshots", "text"), ("legacy_meta", "value"),
+}
+PROFILE_TEXTS = {"persona": limits.PERSONA}
+
+
+def check_lengths(rec: dict, kind: str, where: str) -> None:
+    """Refuse the record's first string over its limit, naming the record, the field, the limit
+    and its setting (limits.TextTooLong's words)."""
+    shortest = limits.FIELD.chars
+    for name, value in rec.items():
+        if isinstance(value, str):
+            if len(value) <= shortest:
+                continue  # within every limit: the common case, one comparison
+            limit = (limits.MESSAGE if (kind, name) in LONG_TEXTS
+                     else PROFILE_TEXTS.get(name, limits.FIELD) if kind == "profile" else limits.FIELD)
+            _within(limit, value, f"{where}: field {name!r}")
+        elif isinstance(value, (dict, list)):
+            for item in json_strings(value):
+                if len(item) > shortest:
+                    _within(limits.MESSAGE, item, f"{where}: a text inside field {name!r}")
+
+
+def _within(limit: limits.TextLimit, value: str, record: str) -> None:
+    try:
+        limit.check(value, record=record)
+    except limits.TextTooLong as exc:
+        raise BadExport(str(exc)) from None
+
