@@ -318,13 +318,27 @@ def _shortlist_numpy(profile_id: int, model: str, packed: bytes, n: int) -> list
         return []
     parts = []
     for _, cols in chunks:
-        distance = np.zeros(cols.shape[1], dtype=np.uint16)
-        for j, word in enumerate(words):
-            distance += np.bitwise_count(cols[j] ^ word)
+        size = cols.shape[1]
+        distance, xored, counted = np.zeros(size, dtype=np.uint16), np.empty(size, np.uint64), np.empty(size, np.uint8)
+        for j, word in enumerate(words):  # in place: no new arrays per word
+            np.bitwise_xor(cols[j], word, out=xored)
+            np.bitwise_count(xored, out=counted)
+            distance += counted
         parts.append(distance)
-    distance = np.concatenate(parts)
-    keep = np.argpartition(distance, n)[:n] if len(ids) > n else np.arange(len(ids))
-    return [int(i) for i in ids[keep]]
+    return [int(i) for i in ids[closest(np.concatenate(parts), n)]]
+
+
+def closest(distance: np.ndarray, n: int) -> np.ndarray:
+    """Positions of the `n` smallest distances (small non-negative integers, positions in id
+    order), by a histogram of the distances rather than a partial sort (BENCH §2: half the
+    shortlist's time at 100k lines); at the cut the newest lines first, as PostgreSQL's
+    ORDER BY distance, message_id DESC."""
+    if len(distance) <= n:
+        return np.arange(len(distance))
+    cut = int(np.searchsorted(np.cumsum(np.bincount(distance)), n))
+    closer = np.flatnonzero(distance < cut)
+    at_cut = np.flatnonzero(distance == cut)
+    return np.concatenate([closer, at_cut[len(at_cut) - (n - len(closer)):]])
 
 
 def _unembedded(model: str):
