@@ -175,6 +175,21 @@ def _count(cursor, per_profile: Counter, sign: int) -> None:
     )
 
 
+def embed_ahead(texts: Sequence[str]) -> None:
+    """Embed these lines now, outside the caller's write transaction, so the store inside it
+    finds them in the embedding cache: the model's forward pass no longer runs while SQLite's
+    write lock is held, where every other writer of the process (the next turns' archive
+    writes, evolution runs' steps) waited for it (issue 24 point 11). A failure here is left
+    to the store, which reports it."""
+    live = [t for t in texts if t and t.strip()]
+    if not live or embedding.current() is None:
+        return
+    try:
+        embedding.embed(live)
+    except Exception:  # noqa: BLE001 - the store inside the transaction tries again and logs
+        pass
+
+
 def embed_and_store(messages: Sequence[Message]) -> int:
     """Embed these messages' text with the configured model and store the vectors (0 when off)."""
     embedder = embedding.current()
