@@ -1,12 +1,12 @@
 """Issue 25 point 1 in a real browser: a line typed and sent while a reply streams is not
 refused. Send says it will wait, the line shows at once marked as waiting, and it is answered
 when the reply ends, in order. Chinese and English, screenshots of the waiting Send at 1280
-and 390 px under var/test-artifacts/ (send-waits-<lang>-<width>.png)."""
+and 390 px under var/test-artifacts/ (chat17-25-send-waits-<lang>-<width>.png)."""
 
 import pytest
 
 from memory.models import Message
-from tests.e2e.test_chat17_browser import ARTIFACTS, LANGS, Chat17Server
+from tests.e2e.test_chat17_browser import LANGS, Chat17Server
 from tests.llm_server import Turn
 
 WORDS = {
@@ -39,12 +39,7 @@ class SendWhileAReplyStreams(Chat17Server):
                 expect(queued).to_have_count(1)
                 expect(queued.locator(".queued-note")).to_have_text(WORDS[lang]["note"])
                 expect(page.locator("#composer-text")).to_have_value("")
-                ARTIFACTS.mkdir(parents=True, exist_ok=True)
-                for width in (1280, 390):
-                    page.set_viewport_size({"width": width, "height": 860})
-                    page.wait_for_timeout(150)
-                    page.screenshot(path=str(ARTIFACTS / f"send-waits-{lang}-{width}.png"))
-                page.set_viewport_size({"width": 1280, "height": 860})
+                self.shot(page, "25-send-waits", lang)
                 expect(page.locator("#messages > article.msg.assistant:not(.streaming)")).to_have_count(2, timeout=30_000)
                 expect(page.locator(".msg.user.queued")).to_have_count(0)
                 expect(page.locator("#notices .notice")).to_have_count(0)  # no "still answering"
