@@ -14,6 +14,7 @@ import time
 
 from django.conf import settings
 from django.db import close_old_connections, connections
+from django.template.loader import get_template
 
 from memory.interop.previews import sweep_previews
 from memory.recall import embedding, vectors
@@ -79,12 +80,21 @@ def _loop(period: int, proactive: int = 0) -> None:
             connections.close_all()
 
 
+# The templates a turn and an evolution run render first (compiled once, with their tag libraries
+# imported): done at start, not by the first turn, nor by a task thread holding the import lock
+# while a turn waits for it.
+WARM_TEMPLATES = ("chat/chat.html", "card/evolution.html")
+
+
 def warm_up() -> None:
     """What the first turn after a start would otherwise pay for, done as the server process
-    starts (issue 24 point 11, BENCH §4): the in-process sentence-embedding model (≈2 s)."""
+    starts (issue 24 point 11, BENCH §4): the in-process sentence-embedding model (≈2 s) and
+    the chat's and the evolution indicator's templates."""
     began = time.perf_counter()
     if embedding.preload():
         log.info("embedding model loaded in %.1f s", time.perf_counter() - began)
+    for name in WARM_TEMPLATES:
+        get_template(name)
 
 
 class StartsHousekeeping:

@@ -48,3 +48,11 @@ def test_the_asgi_application_warm_up_loads_the_embedding_model(monkeypatch):
     monkeypatch.setattr(embedding, "preload", lambda: seen.calls.append("preload") or True)
     housekeeping.StartsHousekeeping(app=None).warm_up()
     assert seen.calls == ["preload"]
+
+
+def test_the_warm_up_compiles_the_chat_and_evolution_templates(monkeypatch):
+    seen = Recorder()
+    monkeypatch.setattr(embedding, "preload", lambda: False)
+    monkeypatch.setattr(housekeeping, "get_template", lambda name: seen.calls.append(name))
+    housekeeping.warm_up()
+    assert seen.calls == ["chat/chat.html", "card/evolution.html"]
