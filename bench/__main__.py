@@ -46,6 +46,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--history-messages", type=int, default=150_000, help="messages in the ChatGPT export")
     parser.add_argument("--skip-upload", action="store_true", help="skip the data page's import at size (issue 24)")
     parser.add_argument("--upload-records", type=int, default=1_000_000, help="records in the uploaded export")
+    parser.add_argument("--repeat-sizes", default="10000,100000",
+                        help="archive sizes for recall on a repeating archive (issue 24 point 10); empty skips it")
+    parser.add_argument("--repeat-questions", type=int, default=200, help="LoCoMo questions asked at each size")
     args = parser.parse_args(argv)
 
     scratch = Path(tempfile.mkdtemp(prefix="previously-bench-"))
@@ -63,7 +66,9 @@ def main(argv: list[str] | None = None) -> int:
         history_import,
         import_throughput,
         import_upload,
+        loadtest,
         locomo,
+        recall_repeat,
         turn_overhead,
     )
 
@@ -89,6 +94,14 @@ def main(argv: list[str] | None = None) -> int:
     print(sections[-1], flush=True)
     if turn_overhead.plot(results["turn_overhead"], RESULTS / "turn_overhead.png"):
         sections.append("![per-turn overhead against archive size](turn_overhead.png)")
+    if args.repeat_sizes:
+        results["recall_repeat"] = recall_repeat.run(
+            data=data, sizes=[int(s) for s in args.repeat_sizes.split(",") if s], n_questions=args.repeat_questions,
+        )
+        sections.append(recall_repeat.summary(results["recall_repeat"]))
+        print(sections[-1], flush=True)
+    sections.append(loadtest.summary(loadtest.last_results()))  # BENCH §4 from the last `make loadtest`
+    print(sections[-1], flush=True)
     if not args.skip_import:
         results["import_throughput"] = import_throughput.run(keys=args.import_keys, runs=args.import_runs)
         sections.append(import_throughput.summary(results["import_throughput"]))

@@ -245,6 +245,46 @@ def scenario(name: str, *, n: int, turns: int, processes: int, database_url: str
     }
 
 
+def _load() -> str:
+    return " / ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+GOAL_P99_MS = 100  # BENCH §4: added first-token delay p99, every scenario, 0 lost or duplicated
+
+
+def last_results() -> list[dict]:
+    """The rows of the last `make loadtest` (bench/results/loadtest.json), or none."""
+    path = RESULTS / "loadtest.json"
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return []
+
+
+def summary(rows: list[dict]) -> str:
+    """BENCH §4 (issue 24 point 11) as a Markdown section, with the goal beside each figure."""
+    lines = ["### Live chat under load (BENCH §4, issue 24 point 11; `make loadtest`)", ""]
+    if not rows:
+        return "\n".join([*lines, "No results yet: run `make loadtest` (LOADTEST_ARGS=\"--n 50\" for a quick one)."])
+    lines += [
+        f"Goal: added first-token delay p99 ≤ {GOAL_P99_MS} ms in every scenario, 0 lost, 0 duplicated; "
+        "an evolution run in progress does not change it. From the last `make loadtest`"
+        + (f", {rows[0]['finished']}" if rows[0].get("finished") else "") + ".",
+        "",
+        "| scenario | N × turns | p50 ms | p99 ms | max ms | lost | dup | errors | load average (1/5/15) | goal |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |",
+    ]
+    for r in rows:
+        p99 = r.get("added_first_token_ms_p99")
+        ok = p99 is not None and p99 <= GOAL_P99_MS and not r["lost"] and not r["duplicated"] and not r["errors"]
+        lines.append(
+            f"| {r['scenario']} | {r['n']} × {r['turns_each']} | {r['added_first_token_ms_p50']} | {p99} "
+            f"| {r.get('added_first_token_ms_max')} | {r['lost']} | {r['duplicated']} | {r['errors']} "
+            f"| {r.get('load_before', '?')} → {r.get('load_after', '?')} | {'met' if ok else 'NOT met'} |"
+        )
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.loadtest", description=__doc__)
     parser.add_argument("--n", type=int, default=200, help="concurrent chats (default 200)")
@@ -291,14 +331,17 @@ def main(argv=None) -> int:
         db = pg_db() if pg else ""
         try:
             print(f"== {name}: N={args.n} × {args.turns} turns, think {args.think} s", flush=True)
+            before = _load()
             rows.append(scenario(name, n=args.n, turns=args.turns, pace=pace, log_dir=args.log_dir,
                                  database_url=f"{args.database_url}/{db}" if db else "",
                                  redis_url=args.redis_url if pg else "", **plan))
+            rows[-1].update(load_before=before, load_after=_load(), finished=time.strftime("%Y-%m-%d %H:%M"))
         finally:
             if db:
                 drop(db)
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "loadtest.json").write_text(json.dumps(rows, indent=1))
+    print(summary(rows))
     print(f"\n{'scenario':36} {'N':>4} {'turns':>6} {'p50 ms':>7} {'p99 ms':>7} {'lost':>5} {'dup':>4} {'err':>4} {'wall s':>7}")
     for r in rows:
         print(f"{r['scenario']:36} {r['n']:>4} {r['turns_measured']:>6} {r['added_first_token_ms_p50']!s:>7} "

@@ -13,6 +13,7 @@ from django.utils import timezone
 from memory.clock import is_zone, local_clock
 from memory.hashing import content_hash
 from memory.models import Message, Profile, Slice, Tombstone
+from memory.recall import vectors
 from memory.recall.index import index_messages
 
 log = logging.getLogger(__name__)
@@ -74,6 +75,8 @@ def archive_message(
     and the stored line is answered as the same or a conflict."""
     created_at = created_at or timezone.now()
     clock = local_clock(created_at, tz, local_time)
+    if not connection.in_atomic_block:
+        vectors.embed_ahead([content])  # not while the write lock is held (issue 24 point 11)
     for attempt in range(1, LOCKED_RETRIES + 1):
         try:
             return _store(

@@ -15,10 +15,11 @@ import time
 
 from django.conf import settings
 from django.db import close_old_connections, connections
+from django.template.loader import get_template
 
 from memory import backups
 from memory.interop.previews import sweep_previews
-from memory.recall import vectors
+from memory.recall import embedding, vectors
 from previously.agent.lifecycle import close_idle_slices, fail_stale_runs
 from previously.chat.proactive import proactive_check
 
@@ -96,11 +97,32 @@ def _loop(period: int, proactive: int = 0) -> None:
             connections.close_all()
 
 
+# The templates a turn and an evolution run render first (compiled once, with their tag libraries
+# imported): done at start, not by the first turn, nor by a task thread holding the import lock
+# while a turn waits for it.
+WARM_TEMPLATES = ("chat/chat.html", "card/evolution.html")
+
+
+def warm_up() -> None:
+    """What the first turn after a start would otherwise pay for, done as the server process
+    starts (issue 24 point 11, BENCH §4): the in-process sentence-embedding model (≈2 s) and
+    the chat's and the evolution indicator's templates."""
+    began = time.perf_counter()
+    if embedding.preload():
+        log.info("embedding model loaded in %.1f s", time.perf_counter() - began)
+    for name in WARM_TEMPLATES:
+        get_template(name)
+
+
 class StartsHousekeeping:
-    """ASGI wrapper: the first connection to this server process starts the idle check."""
+    """ASGI wrapper: the first connection to this server process starts the idle check;
+    `warm_up` is called by the server (previously.server) before it listens."""
 
     def __init__(self, app):
         self.app = app
+
+    def warm_up(self) -> None:
+        warm_up()
 
     async def __call__(self, scope, receive, send):
         if not _started.is_set():

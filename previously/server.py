@@ -248,7 +248,15 @@ class BoundedHTTPFactory(HTTPFactory):
 
 class BoundedServer(Server):
     """Daphne's server with `BoundedHTTPFactory`: `Server.run` makes its factory as
-    `self.http_factory = HTTPFactory(self)`, so the bounded one is put in on assignment."""
+    `self.http_factory = HTTPFactory(self)`, so the bounded one is put in on assignment.
+    Before it listens, the application's `warm_up` (previously.asgi: the embedding model)
+    loads what the first turns would otherwise wait for (issue 24 point 11)."""
+
+    def run(self):
+        warm_up = getattr(self.application, "warm_up", None)
+        if warm_up is not None:
+            warm_up()
+        super().run()
 
     @property
     def http_factory(self):

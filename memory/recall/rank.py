@@ -43,6 +43,12 @@ class RecallConfig:
     # Max summed document frequency of the terms sent to MATCH: 500 measured the same LoCoMo
     # recall as 2000 (0.621/0.706/0.765) with less full-text work on big archives (BENCH §2).
     posting_budget: int = 500
+    # A term in more lines than this carries almost no evidence (its idf is near FTS5's floor)
+    # and costs a scan of every posting: on an archive whose wording repeats (each line ×17 at
+    # 100k), a question of common words alone sent one term with tens of thousands of postings
+    # (issue 24 point 10, BENCH §2). Such terms are not sent; the nearest lines by meaning still
+    # come. LoCoMo's conversations have no term this common, so its figures are unchanged.
+    max_term_postings: int = 2000
     speaker_boost: float = 1.0  # a named party's turns score × (1 + boost)
     # Share of a seed's score its ±1 turns (same slice) inherit: 0.4 when the ranking is
     # lexical; 0.2 when sentence vectors took part, since a vector already carries the previous
@@ -132,7 +138,9 @@ def _score(
             expansion = terms_containing(profile_id, lone)
             df.update(expansion)
             qtoks = [t for t in qtoks if t != lone] + list(expansion)
-        found = candidates(profile_id, select_match_terms(qtoks, df, cfg.posting_budget), cfg.n_candidates, days)
+        found = candidates(
+            profile_id, select_match_terms(qtoks, df, cfg.posting_budget, cfg.max_term_postings), cfg.n_candidates, days
+        )
     speakers = {speaker_names[n] for n in named(question, speaker_names)}
     near = nearest_by_meaning(profile_id, meaning_query(question, speaker_names), cfg.n_dense) if cfg.dense_weight > 0 else []
     if not found and not near:
@@ -186,7 +194,7 @@ def _score(
 
     if cfg.when_boost and _WHEN.search(question):
         for mid in scores:
-            if _TIME_TOKENS.intersection(docs[mid].tokens) or any(_YEAR_TOKEN.match(t) for t in docs[mid].tokens):
+            if has_time_word(docs[mid].terms):
                 scores[mid] *= 1.0 + cfg.when_boost
 
     cues = date_cues(question) if cfg.date_boost else []
@@ -257,10 +265,14 @@ def meaning_query(question: str, names: Mapping[str, str]) -> str:
     return text or question
 
 
-def select_match_terms(terms: Sequence[str], df: Mapping[str, int], budget: int) -> list[str]:
+def select_match_terms(
+    terms: Sequence[str], df: Mapping[str, int], budget: int, max_postings: int | None = None
+) -> list[str]:
     """Rarest-first known terms whose summed document frequency stays within `budget`
-    (the rarest is always kept): an OR query visits every posting of every term."""
-    known = sorted((t for t in terms if df.get(t)), key=lambda t: df[t])
+    (the rarest is always kept, unless it is in more than `max_postings` lines: then none is):
+    an OR query visits every posting of every term."""
+    known = sorted((t for t in terms if df.get(t) and (max_postings is None or df[t] <= max_postings)),
+                   key=lambda t: df[t])
     kept: list[str] = []
     total = 0
     for term in known:
@@ -294,7 +306,17 @@ _TIME_TOKENS = frozenset(
         "昨天 今天 明天 前天 上周 下周 上个月 下个月 去年 今年 明年 周末 星期 礼拜 早上 晚上 刚才 最近"
     )
 )
-_YEAR_TOKEN = re.compile(r"^(19|20)\d\d$")
+# A time word or a year among a line's stored terms (space-separated), in one search: splitting
+# and matching each candidate's terms one by one was a tenth of a question's recall (BENCH §2).
+_TIME_TERM = re.compile(
+    r"(?:^| )(?:" + "|".join(re.escape(t) for t in sorted(_TIME_TOKENS, key=len, reverse=True))
+    + r"|(?:19|20)\d\d)(?= |$)"
+)
+
+
+def has_time_word(terms: str) -> bool:
+    """Whether a line's analysed terms (as stored: space-separated) hold a time word or a year."""
+    return _TIME_TERM.search(terms) is not None
 _MONTHS = {
     m: i + 1
     for i, m in enumerate(

@@ -175,6 +175,21 @@ def _count(cursor, per_profile: Counter, sign: int) -> None:
     )
 
 
+def embed_ahead(texts: Sequence[str]) -> None:
+    """Embed these lines now, outside the caller's write transaction, so the store inside it
+    finds them in the embedding cache: the model's forward pass no longer runs while SQLite's
+    write lock is held, where every other writer of the process (the next turns' archive
+    writes, evolution runs' steps) waited for it (issue 24 point 11). A failure here is left
+    to the store, which reports it."""
+    live = [t for t in texts if t and t.strip()]
+    if not live or embedding.current() is None:
+        return
+    try:
+        embedding.embed(live)
+    except Exception:  # noqa: BLE001 - the store inside the transaction tries again and logs
+        pass
+
+
 def embed_and_store(messages: Sequence[Message]) -> int:
     """Embed these messages' text with the configured model and store the vectors (0 when off)."""
     embedder = embedding.current()
@@ -318,13 +333,27 @@ def _shortlist_numpy(profile_id: int, model: str, packed: bytes, n: int) -> list
         return []
     parts = []
     for _, cols in chunks:
-        distance = np.zeros(cols.shape[1], dtype=np.uint16)
-        for j, word in enumerate(words):
-            distance += np.bitwise_count(cols[j] ^ word)
+        size = cols.shape[1]
+        distance, xored, counted = np.zeros(size, dtype=np.uint16), np.empty(size, np.uint64), np.empty(size, np.uint8)
+        for j, word in enumerate(words):  # in place: no new arrays per word
+            np.bitwise_xor(cols[j], word, out=xored)
+            np.bitwise_count(xored, out=counted)
+            distance += counted
         parts.append(distance)
-    distance = np.concatenate(parts)
-    keep = np.argpartition(distance, n)[:n] if len(ids) > n else np.arange(len(ids))
-    return [int(i) for i in ids[keep]]
+    return [int(i) for i in ids[closest(np.concatenate(parts), n)]]
+
+
+def closest(distance: np.ndarray, n: int) -> np.ndarray:
+    """Positions of the `n` smallest distances (small non-negative integers, positions in id
+    order), by a histogram of the distances rather than a partial sort (BENCH §2: half the
+    shortlist's time at 100k lines); at the cut the newest lines first, as PostgreSQL's
+    ORDER BY distance, message_id DESC."""
+    if len(distance) <= n:
+        return np.arange(len(distance))
+    cut = int(np.searchsorted(np.cumsum(np.bincount(distance)), n))
+    closer = np.flatnonzero(distance < cut)
+    at_cut = np.flatnonzero(distance == cut)
+    return np.concatenate([closer, at_cut[len(at_cut) - (n - len(closer)):]])
 
 
 def _unembedded(model: str):

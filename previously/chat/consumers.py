@@ -28,6 +28,9 @@ from previously.push import profile_group, session_group
 
 log = logging.getLogger(__name__)
 TURN_DRAIN_SECONDS = 120
+# Lines this socket sent while its own turn still held the profile: they wait and are sent, in
+# order, when it ends (issue 25 point 1). More than this are refused, their text given back.
+MAX_WAITING_LINES = 5
 TURN_ACTIONS = {
     "send": turn.handle_send, "retry": turn.handle_retry, "reply": turn.handle_reply,
     "regenerate": turn.handle_regenerate, "edit": turn.handle_edit,
@@ -105,6 +108,8 @@ class ChatConsumer(AsyncWebsocketConsumer):
         self.turn_lock = asyncio.Lock()
         self.limiter = guard.FrameLimiter()
         self.turns: set[asyncio.Task] = set()
+        self.turn_over: asyncio.Event | None = None  # set when this socket's latest turn lets go
+        self.waiting = 0  # lines queued behind it
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
             await self.close(code=4401)
@@ -159,10 +164,22 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 format_lazy(gettext_lazy("Unknown action: {action}"), action=action), lang=self.profile.language
             ))
             return
+        previous = self.turn_over
+        if previous is not None and not previous.is_set():
+            # This socket's own turn (or a line queued behind it) still holds the profile: the
+            # line waits for it rather than being refused (issue 25 point 1, S3).
+            if self.waiting >= MAX_WAITING_LINES:
+                await self._refuse_busy(action, data)
+                return
+            self.waiting += 1
+            self.turn_over = over = asyncio.Event()
+            self._start(self._run_after(previous, over, handler, action, data))
+            return
         if not await take_turn(self.profile):
             await self._refuse_busy(action, data)
             return
-        self._start(self._run_turn(handler, data))
+        self.turn_over = over = asyncio.Event()
+        self._start(self._run_turn(handler, data, over))
 
     # --- guardrails (S3): frame size and rate; one turn per profile ------------------------------
 
@@ -218,7 +235,21 @@ class ChatConsumer(AsyncWebsocketConsumer):
             except Exception:
                 log.exception("%s failed for profile %s", action, self.profile.pk)
 
-    async def _run_turn(self, handler, data: dict) -> None:
+    async def _run_after(self, previous: asyncio.Event, over: asyncio.Event, handler, action: str, data: dict) -> None:
+        """A line sent while this socket's turn held the profile: taken up when that turn lets
+        go of it (its reply is archived), in the order the lines were sent."""
+        try:
+            await previous.wait()
+            taken = await take_turn(self.profile)
+        finally:
+            self.waiting -= 1
+        if not taken:  # another tab took the profile in between: its text goes back
+            over.set()
+            await self._refuse_busy(action, data)
+            return
+        await self._run_turn(handler, data, over)
+
+    async def _run_turn(self, handler, data: dict, over: asyncio.Event) -> None:
         stop = guard.Running.start(self.profile.pk)
         keeper = asyncio.create_task(guard.keep_turn(self.profile, renew_turn))
         released = False
@@ -229,7 +260,10 @@ class ChatConsumer(AsyncWebsocketConsumer):
                 released = True
                 keeper.cancel()
                 guard.Running.finish(self.profile.pk, stop)
-                await release_turn(self.profile)
+                try:
+                    await release_turn(self.profile)
+                finally:
+                    over.set()  # a line waiting behind this turn may take the profile now
 
         guard.set_on_archived(release)  # this task's context only
         try:

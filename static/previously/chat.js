@@ -46,6 +46,35 @@
     return article;
   }
 
+  // Issue 25 point 1: a reply is streaming (or a line already waits behind it), so a line sent
+  // now waits; the server answers it when the reply ends, in order. Send says so meanwhile.
+  function replyUnderWay() {
+    return !!document.querySelector("#messages .msg.streaming, #messages .msg.user.queued");
+  }
+
+  function syncWaiting() {
+    var form = document.getElementById("composer");
+    if (!form) { return; }
+    var waiting = replyUnderWay();
+    form.classList.toggle("waiting", waiting);
+    var button = form.querySelector(".send-button");
+    var later = form.querySelector(".send-later");
+    if (button && later) {
+      if (waiting) { button.setAttribute("aria-label", later.textContent); } else { button.removeAttribute("aria-label"); }
+    }
+    // Waiting lines stay at the end of the list, after the reply that streams before them.
+    var list = messages();
+    if (list) {
+      list.querySelectorAll(".msg.user.queued").forEach(function (line) {
+        var next = line.nextElementSibling;
+        if (next && !next.classList.contains("queued")) { list.appendChild(line); }
+      });
+    }
+  }
+  document.addEventListener("htmx:wsAfterMessage", syncWaiting);
+  document.addEventListener("htmx:oobAfterSwap", syncWaiting);
+  if (document.readyState !== "loading") { syncWaiting(); } else { document.addEventListener("DOMContentLoaded", syncWaiting); }
+
   document.addEventListener("htmx:wsConfigSend", function (evt) {
     var form = evt.target.closest ? evt.target.closest("form") : null;
     if (!form || form.id !== "composer") { return; }
@@ -63,8 +92,18 @@
     }
     params.local_time = localIso(new Date());
     params.tz = Intl.DateTimeFormat().resolvedOptions().timeZone || "";
-    messages().appendChild(pendingLine(mid, text));
+    var line = pendingLine(mid, text);
+    if (replyUnderWay()) {
+      line.classList.add("queued");
+      var note = document.createElement("p");
+      note.className = "queued-note";
+      note.setAttribute("role", "status");
+      note.textContent = form.dataset.queuedNote || "";
+      line.querySelector(".bubble").appendChild(note);
+    }
+    messages().appendChild(line);
     form.reset();
+    syncWaiting();
     scrollDown(true);
   });
 
@@ -288,7 +327,11 @@
     if (target.id === "composer-restore") {
       var holder = target.querySelector("template[data-text]");
       var composer = document.getElementById("composer-text");
-      if (holder && composer && !composer.value) { composer.value = holder.dataset.text; composer.focus(); }
+      if (holder && composer) {
+        // Never dropped: the refused line goes back before whatever was typed since.
+        composer.value = composer.value ? holder.dataset.text + "\n" + composer.value : holder.dataset.text;
+        composer.focus();
+      }
       target.textContent = "";
       return;
     }

@@ -12,6 +12,7 @@ from memory.hashing import content_hash
 from memory.interop.legacy.rows import MessageRow
 from memory.interop.legacy.write import assign_slices
 from memory.models import Message, RecallDocument, RecallStats, Slice
+from memory.recall import embedding
 from tests.factories import ProfileFactory
 
 
@@ -210,3 +211,21 @@ def test_the_bulk_import_and_the_live_archive_key_slices_alike_s1(profile):
     live = archive(profile, mid="c_000000000000000c", created_at=t0 + timedelta(hours=2, seconds=5),
                    new_conversation=True)
     assert live.message.slice.key == "2026-11-29-1002"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_line_is_embedded_before_its_write_transaction_not_inside_it(monkeypatch):
+    """Issue 24 point 11: the model's forward pass for a new line runs before the archive's
+    write transaction opens (SQLite's write lock is held from its BEGIN), never inside it."""
+    seen = []
+    real = embedding.LocalUSE.embed
+
+    def spy(self, texts):
+        seen.extend((t, connection.in_atomic_block) for t in texts)
+        return real(self, texts)
+
+    monkeypatch.setattr(embedding.LocalUSE, "embed", spy)
+    embedding._cache.clear()
+    archive_message(profile=ProfileFactory(), mid="c_00000000000000e1", speaker="user", content="embedded ahead 先嵌入")
+    assert ("embedded ahead 先嵌入", False) in seen
+    assert ("embedded ahead 先嵌入", True) not in seen

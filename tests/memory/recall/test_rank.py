@@ -1,5 +1,6 @@
 """rank_messages: the chat's recall over a profile's whole archive (SPEC R2, D3, P2, O2)."""
 
+import re
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -9,8 +10,10 @@ from django.test.utils import CaptureQueriesContext
 
 from memory.archive import archive_message
 from memory.models import Message
-from memory.recall.index import remove_messages
-from memory.recall.rank import date_cues, rank_messages
+from memory.recall import rank
+from memory.recall.index import Candidate, remove_messages
+from memory.recall.rank import date_cues, rank_messages, select_match_terms
+from memory.recall.tokenize import tokenize
 from tests.factories import ProfileFactory
 
 pytestmark = pytest.mark.django_db
@@ -147,3 +150,51 @@ def test_queries_per_recall_do_not_grow_with_the_archive_o2():
     assert _queries_per_recall(small) <= 7 and _queries_per_recall(large) <= 7
     with override_settings(PREVIOUSLY_EMBEDDINGS="off"):
         assert _queries_per_recall(small) == _queries_per_recall(large) == 3
+
+
+# --- issue 24 point 10 (BENCH §2): recall on an archive whose wording repeats ------------------
+
+
+def test_a_term_in_too_many_lines_is_not_sent_to_the_full_text_query():
+    """Its postings would all be scored for almost no evidence; rarer terms still go, and a
+    question of common terms alone sends none (the nearest lines by meaning still come)."""
+    df = {"tea": 40, "like": 9_000, "time": 25_000}
+    assert select_match_terms(["like", "tea", "time"], df, budget=500, max_postings=2000) == ["tea"]
+    assert select_match_terms(["like", "time"], df, budget=500, max_postings=2000) == []
+    assert select_match_terms(["like", "time"], df, budget=500) == ["like"]  # no cap: the rarest always went
+
+
+def test_a_question_of_only_too_common_terms_makes_no_full_text_query(monkeypatch):
+    """A question whose only term is in more lines than the cap: no full-text query is made."""
+    profile = ProfileFactory()
+    for n in range(6):
+        _say(profile, n, f"the weather is nice {n}")
+    monkeypatch.setattr(rank, "DEFAULT_CONFIG", rank.RecallConfig(max_term_postings=5, dense_weight=0))
+    sent = []
+    real = rank.candidates
+    monkeypatch.setattr(rank, "candidates", lambda pid, terms, *a: sent.append(list(terms)) or real(pid, terms, *a))
+    assert rank_messages(profile_id=profile.pk, query="weather", limit=5, config=rank.DEFAULT_CONFIG) == []
+    assert sent == [[]]
+
+
+def test_the_time_boost_reads_a_line_terms_in_one_search_as_the_token_check_did():
+    texts = ["I went there yesterday with my mom", "In 2022 we moved", "nothing here", "last week was fun",
+             "我昨天去了公园", "year 1999 party", "12019 and 20201", "meet next Monday", "上个月", "May 7, 2023"]
+    for text in texts:
+        tokens = tokenize(text)
+        by_token = bool(rank._TIME_TOKENS.intersection(tokens) or any(re.fullmatch(r"(19|20)\d\d", t) for t in tokens))
+        assert rank.has_time_word(" ".join(tokens)) is by_token, text
+
+
+def test_candidates_split_their_terms_only_when_read():
+    candidate = Candidate(1, 1.0, 0, 1, "user", "2024-03-01", "went yesterday mom")
+    assert "tokens" not in candidate.__dict__
+    assert candidate.tokens == ["went", "yesterday", "mom"]
+
+
+def test_sqlite_reads_through_a_memory_map():
+    if connection.vendor != "sqlite":
+        pytest.skip("SQLite only")
+    with connection.cursor() as cursor:
+        cursor.execute("PRAGMA mmap_size")
+        assert cursor.fetchone()[0] > 0

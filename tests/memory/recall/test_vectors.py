@@ -317,3 +317,16 @@ def test_similar_in_meaning_scores_a_line_by_its_own_words_not_its_neighbours():
     assert near[after.pk] > 0.3  # the neighbour's meaning is in the stored vector
     similar = dict(similar_by_meaning(profile.pk, "cat vet", 5))
     assert cat.pk in similar and after.pk not in similar
+
+
+def test_the_hamming_shortlist_keeps_the_closest_and_the_newest_at_the_cut():
+    """Issue 24 point 10: the shortlist is chosen from a histogram of the distances, the ties at
+    the cut broken as on PostgreSQL (newest first: positions are in id order)."""
+    distance = np.array([5, 1, 3, 3, 3, 0, 7], dtype=np.uint16)
+    assert sorted(vectors.closest(distance, 4).tolist()) == [1, 3, 4, 5]
+    assert sorted(vectors.closest(distance, 2).tolist()) == [1, 5]
+    assert sorted(vectors.closest(distance, 9).tolist()) == list(range(7))
+    rng = np.random.default_rng(3)
+    many = rng.integers(0, 512, size=100_000).astype(np.uint16)
+    kept = vectors.closest(many, 300)
+    assert len(kept) == 300 and many[kept].max() <= np.sort(many)[299]

@@ -12,7 +12,7 @@ from channels.db import database_sync_to_async
 from django.utils import timezone
 
 from memory.models import Message, Profile
-from previously.chat import guard
+from previously.chat import consumers, guard, turn
 from tests.llm_server import Turn
 from tests.previously.chat.conftest import FINAL, new_mid
 
@@ -85,17 +85,55 @@ async def test_a_stop_from_another_tab_stops_the_reply_and_a_second_turn_is_refu
     assert "again here" in frames[-1]
 
 
-async def test_a_second_send_in_the_same_tab_is_refused_not_queued(connect, user, profile, llm_server, llm_provider):
-    llm_server.script(SLOW)
+async def test_lines_sent_during_a_reply_wait_and_are_answered_in_order(connect, user, profile, llm_server, llm_provider, monkeypatch):
+    """Issue 25 point 1 (S3): lines typed while this tab's reply streams are not refused: they
+    wait and are answered one after another, in the order they were sent; past
+    MAX_WAITING_LINES one is refused with its text given back. Nothing is dropped."""
+    monkeypatch.setattr(consumers, "MAX_WAITING_LINES", 4)
+    llm_server.script(SLOW, *[Turn(chunks=[f"answer {n}"]) for n in range(2, 6)])
     chat = await connect(user)
     await chat.send("one", mid=new_mid(1))
     await first_token(chat)
-    for n in range(2, 6):
+    for n in range(2, 7):
         await chat.send(f"more {n}", mid=new_mid(n))
+    refused = await chat.ws.receive_from(timeout=5)
+    assert "still answering" in refused and 'data-text="more 6"' in refused  # the fifth waiting line
     await chat.ws.send_to(text_data=json.dumps({"action": "stop"}))
-    frames = await chat.frames_until_reply()
-    assert sum("still answering" in f for f in frames) == 4
-    assert [r[1] for r in await rows(profile) if r[0] == "user"] == ["one"]
+    frames = []
+    for _ in range(5):
+        frames += await chat.frames_until_reply(timeout=15)
+    assert not any("still answering" in f for f in frames)
+    stored = await rows(profile)
+    assert [r[1] for r in stored if r[0] == "user"] == ["one", "more 2", "more 3", "more 4", "more 5"]
+    assert [r[0] for r in stored] == ["user", "assistant"] * 5
+    assert [r[1] for r in stored[3::2]] == ["answer 2", "answer 3", "answer 4", "answer 5"]
+    assert await lease(profile) is None
+
+
+async def test_a_line_sent_as_the_reply_text_completes_is_answered_not_refused(connect, user, profile, llm_server, llm_provider, monkeypatch):
+    """Issue 25 point 1: the reply's text is all on the screen while it is still being saved
+    (here slowly); the person's next line, sent at that moment, gets its own reply."""
+    saving = turn.store_reply
+
+    def slow_store(*args, **kwargs):
+        time.sleep(0.5)  # the reply being finished off: archived, indexed, embedded
+        return saving(*args, **kwargs)
+
+    monkeypatch.setattr(turn, "store_reply", slow_store)
+    llm_server.script(Turn(chunks=["the whole ", "reply"]), Turn(chunks=["and the next"]))
+    chat = await connect(user)
+    await chat.send("first", mid=new_mid(1))
+    shown = ""
+    while "reply" not in shown:  # the last token of the reply is on the screen
+        frame = await chat.ws.receive_from(timeout=10)
+        if frame.startswith('<span id="reply-'):
+            shown += re.sub(r"<[^>]+>", "", frame)
+    await chat.send("second, at once", mid=new_mid(2))
+    frames = await chat.frames_until_reply()  # the first reply's final frame
+    frames += await chat.frames_until_reply()
+    assert not any("still answering" in f for f in frames)
+    assert "and the next" in frames[-1]
+    assert [r[1] for r in await rows(profile)] == ["first", "the whole reply", "second, at once", "and the next"]
 
 
 async def test_a_crashed_process_lease_runs_out(profile):
