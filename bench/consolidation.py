@@ -101,7 +101,7 @@ class ScriptedAgent:
         self.day = ""
         self.calls = 0
 
-    def complete(self, messages, *, tools=None, model=None) -> Completion:
+    def complete(self, messages, *, tools=None, model=None, max_tokens=None) -> Completion:
         self.calls += 1
         if any(m["role"] == "tool" for m in messages):
             return self._call("finish", {"summary": "Kept memory current."})
@@ -146,7 +146,7 @@ class ScriptedAgent:
     def _call(self, name, arguments) -> Completion:
         return self._calls([(name, arguments)])
 
-    async def astream(self, messages, *, timeout=None):  # the chat is not part of this scenario
+    async def astream(self, messages, *, timeout=None, max_tokens=None):  # the chat is not part of this scenario
         raise NotImplementedError
         yield ""
 
