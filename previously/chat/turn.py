@@ -21,6 +21,7 @@ from django.utils import timezone
 from django.utils.text import format_lazy
 from django.utils.translation import gettext, gettext_lazy, pgettext
 
+from memory import markers
 from memory.archive import MidConflict, MidTombstoned, archive_message
 from memory.card.store import injected_card_for, refresh_injected_card
 from memory.clock import LocalClock, local_clock
@@ -33,7 +34,7 @@ from memory.recall.budget import approx_tokens
 from memory.recall.context import Recalled
 from previously.agent.briefing import arrival_briefing
 from previously.agent.lifecycle import after_reply, archive_line
-from previously.chat import guard, markers, prompt
+from previously.chat import guard, prompt
 from previously.chat.db import db_call
 from previously.i18n import for_profile
 from previously.llm import ProviderError, get_provider
