@@ -1,4 +1,19 @@
+import os
+
 import pytest
+from django.conf import settings
+
+
+def pytest_configure(config):
+    """Under pytest-xdist (`make test` runs `-n auto`, issue 25 point 4) each worker has its own
+    test database (pytest-django suffixes its name with the worker id, `_gw0`, …). On the Redis
+    channel layer (the PostgreSQL + Redis run) each worker also gets its own key prefix: their
+    test databases hand out the same primary keys, so a push to one worker's `profile_1` group
+    would otherwise reach the other's consumers. Live servers are forked, so they inherit it."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    layer = settings.CHANNEL_LAYERS.get("default", {})
+    if worker and layer.get("BACKEND", "").startswith("channels_redis"):
+        layer.setdefault("CONFIG", {})["prefix"] = f"asgi-{worker}"
 
 
 @pytest.fixture
