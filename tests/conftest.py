@@ -1,7 +1,21 @@
 import os
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from asgiref.sync import SyncToAsync
 from django.conf import settings
+
+
+def _fresh_thread_pools_in_a_forked_child() -> None:
+    """A live server (Channels' ChannelsLiveServerTestCase) is forked from the test process. If
+    that process already ran async tests, asgiref's one thread for thread-sensitive calls did
+    not survive the fork while its executor says it exists, and every database call of the
+    server's consumers would wait forever. Under xdist the async chat tests may run before a
+    browser test in the same worker, so the child gets a new executor (its thread starts on use)."""
+    SyncToAsync.single_thread_executor = ThreadPoolExecutor(max_workers=1)
+
+
+os.register_at_fork(after_in_child=_fresh_thread_pools_in_a_forked_child)
 
 
 def pytest_configure(config):
