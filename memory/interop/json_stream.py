@@ -212,7 +212,10 @@ def _not_utf8(where: str) -> str:
 
 
 # A run of backslashes, then u and a surrogate's four hex digits: an escape when the run is odd.
-_SURROGATE = re.compile(rb"(\\+)u[dD]([89abAB]|[c-fC-F])[0-9a-fA-F]{2}")
+# Matched from the start of a run only (the lookbehind): tried from every backslash of a long
+# run not followed by "u", the search was quadratic in the run (seconds of CPU for one 64 KiB
+# read of backslashes); a match can only start where its run starts anyway.
+_SURROGATE = re.compile(rb"(?<!\\)(\\+)u[dD]([89abAB]|[c-fC-F])[0-9a-fA-F]{2}")
 _LOW = re.compile(rb"\\u[dD][c-fC-F][0-9a-fA-F]{2}")
 _HOLD = 12  # the end of each read is held back and read again with the next: an escape may be cut
 
