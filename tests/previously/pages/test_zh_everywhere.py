@@ -90,6 +90,6 @@ def test_admin_pages_of_untranslated_packages_say_so_in_one_line(admin_client):
     english = admin_client.get(reverse("admin:axes_accessattempt_changelist"),
                                headers={"accept-language": "en"}).content.decode()
     note = "以下部分的软件包没有这种语言的翻译，因此显示英文："
-    assert axes.count(note) == 1 and "Axes" in axes.split(note)[1].split("</p>")[0]
-    assert tasks.count(note) == 1 and "Tasks Database Backend" in tasks.split(note)[1].split("</p>")[0]
+    assert axes.count(note) == 1 and "Axes" in axes.split(note)[1].split("</li>")[0]
+    assert tasks.count(note) == 1 and "Tasks Database Backend" in tasks.split(note)[1].split("</li>")[0]
     assert note not in ours and "Not translated" not in english
