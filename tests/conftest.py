@@ -3,6 +3,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from asgiref.sync import SyncToAsync
+from channels.layers import channel_layers
 from django.conf import settings
 
 
@@ -13,6 +14,9 @@ def _fresh_thread_pools_in_a_forked_child() -> None:
     server's consumers would wait forever. Under xdist the async chat tests may run before a
     browser test in the same worker, so the child gets a new executor (its thread starts on use)."""
     SyncToAsync.single_thread_executor = ThreadPoolExecutor(max_workers=1)
+    # Likewise the channel layers: a Redis layer used by the parent holds its receive lock and
+    # connections; the child makes its own on first use.
+    channel_layers.backends.clear()
 
 
 os.register_at_fork(after_in_child=_fresh_thread_pools_in_a_forked_child)
