@@ -68,8 +68,13 @@ run: migrate
 	@echo "Log in with the account above. Ctrl+C stops the server."
 	$(PY) -m previously.server -b 127.0.0.1 -p $(PORT) previously.asgi:application
 
+# The suite on every core (pytest-xdist, issue 25 point 4): each worker has its own test
+# database (and Redis prefix, tests/conftest.py); --dist loadscope keeps a module's or a
+# class's tests on one worker, so a live server, browser or module fixture starts once.
+# TEST_WORKERS=0 runs it in one process.
+TEST_WORKERS ?= auto
 test: install
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope $(PYTEST_ARGS)
 
 # Benchmarks (BENCH.md): scratch SQLite DB, results in bench/results/ (SUMMARY.md, *.json, *.png).
 # matplotlib (the bench extra) is in the lock, so `make install` has it.

@@ -5,7 +5,7 @@ waits for SQLite's lock meanwhile.
     python -m bench.full_import [--keys 200000] [--dir DIR]
 
 Builds a scratch SQLite database in DIR (a temp dir by default): the synthetic legacy dump
-(memory.interop.synthetic, ~100k varied lines for 200k keys) imported with `import_kv` for
+(bench.synthetic, ~100k varied lines for 200k keys) imported with `import_kv` for
 a user `admin`, then exported (`export_full`). Each phase then runs in a child process of its
 own (peak RSS is that phase's alone), reading the export as the data page does — streamed
 from the file (memory/interop/json_stream.py) — into a new user: `preview` is the dry run,
@@ -46,7 +46,7 @@ def build(work: Path, keys: int) -> Path:
     dump, export = work / "dump.json", work / "export.json"
     _manage(work, "migrate", "-v0")
     _manage(work, "createsuperuser", "--noinput", "--username", "admin", "--email", "admin@example.com")
-    subprocess.run([sys.executable, "-m", "memory.interop.synthetic", str(dump), "--keys", str(keys)], cwd=ROOT,
+    subprocess.run([sys.executable, "-m", "bench.synthetic", str(dump), "--keys", str(keys)], cwd=ROOT,
                    env=_env(work), check=True, stdout=subprocess.DEVNULL)
     _manage(work, "import_kv", str(dump))
     _manage(work, "export_full", "--user", "admin", "--output", str(export))

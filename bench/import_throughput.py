@@ -2,7 +2,7 @@
 
     python -m bench.import_throughput [--keys 120000] [--runs 3] [--json OUT]
 
-The dump is memory.interop.synthetic's: shaped like production (BENCH §3), every line
+The dump is bench.synthetic's: shaped like production (BENCH §3), every line
 worded differently.
 
 `run()` returns a dict of medians (and every run's numbers) for `make bench`.
@@ -152,7 +152,7 @@ def run(*, keys: int = 120_000, runs: int = 3, seed: int = 1, dump: str | None =
     scratch = Path(tempfile.mkdtemp(prefix="previously-bench-import-"))
     try:
         if dump is None:
-            from memory.interop.synthetic import write_dump
+            from bench.synthetic import write_dump
 
             dump = str(scratch / f"dump-{keys}.json")
             n_keys = write_dump(dump, keys=keys, seed=seed)

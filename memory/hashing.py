@@ -2,37 +2,37 @@
 
 import numpy as np
 
-# Above this many UTF-16 units the sum is taken with numpy (a history import hashes 150k lines).
-VECTOR_FROM = 48
-_POWERS = np.ones(1, dtype=np.uint32)
+# strHash is the polynomial sum(c_i * 31^(n-1-i)) mod 2^32 over the UTF-16 units c_i. Past a
+# few dozen units numpy computes it at once (BENCH §3: an import hashes every line it makes;
+# the loop below cost a second on 120k lines of realistic length). uint64 arithmetic wraps
+# mod 2^64, a multiple of 2^32, so the low 32 bits are exact.
+_SHORT = 40
+_powers = np.ones(1, dtype=np.uint64)  # _powers[k] = 31^k mod 2^32
 
 
-def _powers(n: int) -> np.ndarray:
-    """31**k mod 2**32 for k = n-1 … 0 (uint32 arithmetic wraps modulo 2**32)."""
-    global _POWERS
-    if len(_POWERS) < n:
-        size = max(n, 2 * len(_POWERS))
-        powers = np.empty(size, dtype=np.uint32)
+def _powers_up_to(n: int) -> np.ndarray:
+    global _powers
+    if len(_powers) < n:
+        size = max(n, 2 * len(_powers))
+        powers = np.empty(size, dtype=np.uint64)
         powers[0] = 1
-        with np.errstate(over="ignore"):
-            for k in range(1, size):
-                powers[k] = powers[k - 1] * np.uint32(31)
-        _POWERS = powers
-    return _POWERS[:n][::-1]
+        for k in range(1, size):  # once per size doubling
+            powers[k] = (int(powers[k - 1]) * 31) & 0xFFFFFFFF
+        _powers = powers
+    return _powers
 
 
 def str_hash(text: str) -> str:
-    """JavaScript's classic `h = h*31 + charCodeAt(i)` over UTF-16 units, as unsigned hex:
-    the sum of unit[i] * 31**(n-1-i), modulo 2**32."""
+    """JavaScript's classic `h = h*31 + charCodeAt(i)` over UTF-16 units, as unsigned hex."""
     data = text.encode("utf-16-le", "surrogatepass")
-    if len(data) // 2 >= VECTOR_FROM:
-        units = np.frombuffer(data, dtype="<u2").astype(np.uint32)
-        with np.errstate(over="ignore"):
-            h = int(np.sum(units * _powers(len(units)), dtype=np.uint32))
+    n = len(data) // 2
+    if n <= _SHORT:
+        h = 0
+        for i in range(0, len(data), 2):
+            h = (h * 31 + (data[i] | data[i + 1] << 8)) & 0xFFFFFFFF
         return format(h, "x")
-    h = 0
-    for i in range(0, len(data), 2):
-        h = (h * 31 + (data[i] | data[i + 1] << 8)) & 0xFFFFFFFF
+    units = np.frombuffer(data, dtype="<u2").astype(np.uint64)
+    h = int(np.dot(units, _powers_up_to(n)[n - 1 :: -1])) & 0xFFFFFFFF
     return format(h, "x")
 
 

@@ -1,4 +1,37 @@
+import os
+from concurrent.futures import ThreadPoolExecutor
+
 import pytest
+from asgiref.sync import SyncToAsync
+from channels.layers import channel_layers
+from django.conf import settings
+
+
+def _fresh_thread_pools_in_a_forked_child() -> None:
+    """A live server (Channels' ChannelsLiveServerTestCase) is forked from the test process. If
+    that process already ran async tests, asgiref's one thread for thread-sensitive calls did
+    not survive the fork while its executor says it exists, and every database call of the
+    server's consumers would wait forever. Under xdist the async chat tests may run before a
+    browser test in the same worker, so the child gets a new executor (its thread starts on use)."""
+    SyncToAsync.single_thread_executor = ThreadPoolExecutor(max_workers=1)
+    # Likewise the channel layers: a Redis layer used by the parent holds its receive lock and
+    # connections; the child makes its own on first use.
+    channel_layers.backends.clear()
+
+
+os.register_at_fork(after_in_child=_fresh_thread_pools_in_a_forked_child)
+
+
+def pytest_configure(config):
+    """Under pytest-xdist (`make test` runs `-n auto`, issue 25 point 4) each worker has its own
+    test database (pytest-django suffixes its name with the worker id, `_gw0`, …). On the Redis
+    channel layer (the PostgreSQL + Redis run) each worker also gets its own key prefix: their
+    test databases hand out the same primary keys, so a push to one worker's `profile_1` group
+    would otherwise reach the other's consumers. Live servers are forked, so they inherit it."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    layer = settings.CHANNEL_LAYERS.get("default", {})
+    if worker and layer.get("BACKEND", "").startswith("channels_redis"):
+        layer.setdefault("CONFIG", {})["prefix"] = f"asgi-{worker}"
 
 
 @pytest.fixture

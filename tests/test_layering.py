@@ -151,3 +151,31 @@ def test_the_layering_contracts_hold():
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "0 broken" in done.stdout
+
+
+def _only_reexports(tree: ast.Module) -> bool:
+    """A module whose whole body is imports (and `__all__`), beside its docstring."""
+    body = list(tree.body)
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]
+    imports = [n for n in body if isinstance(n, ast.Import | ast.ImportFrom)]
+    rest = [n for n in body if n not in imports and not (
+        isinstance(n, ast.Assign) and [getattr(t, "id", None) for t in n.targets] == ["__all__"])]
+    return bool(imports) and not rest
+
+
+def test_the_reexport_finder_finds_one():
+    assert _only_reexports(ast.parse('"""Doc."""\nfrom memory.markers import clean\n__all__ = ["clean"]\n'))
+    assert not _only_reexports(ast.parse("from memory.markers import clean\n\ndef f():\n    return clean\n"))
+
+
+def test_no_module_only_reexports_another():
+    """Issue 25 point 8: a module that only re-exports another is a second name for the same
+    thing (previously.chat.markers was memory.markers); import the real one. Packages'
+    __init__ files may gather their modules' names."""
+    offenders = [
+        str(path.relative_to(ROOT))
+        for path in _sources().values()
+        if path.name != "__init__.py" and _only_reexports(ast.parse(path.read_text(encoding="utf-8")))
+    ]
+    assert offenders == []

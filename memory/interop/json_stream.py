@@ -27,6 +27,7 @@ from typing import BinaryIO
 
 import ijson
 from django.conf import settings
+from django.utils.translation import gettext
 
 from memory import limits
 
@@ -81,9 +82,10 @@ class ExportFile:
             events = _Events(fh)
             for name, first in events.members():
                 if name in names:
-                    raise BadFile(f"That file's top level has {name!r:.40} twice.")
+                    raise BadFile(gettext("That file's top level has %(name)s twice.") % {"name": f"{name!r:.40}"})
                 if "." in name:  # ijson's paths join names with dots: "profiles.item" would pass for one
-                    raise BadFile(f"That file's top level has a member {name!r:.40}; an export's names have no dot.")
+                    raise BadFile(gettext("That file's top level has a member %(name)s; an export's names have no dot.")
+                                  % {"name": f"{name!r:.40}"})
                 names.add(name)
                 if name == "profiles" and first == "start_array":
                     header.profiles = events.count_items()
@@ -110,9 +112,9 @@ class ExportFile:
             except _TooLong:
                 raise _too_long("a profile") from None
             except UnicodeDecodeError:
-                raise BadFile("That file is not UTF-8 text, so not a JSON export.") from None
+                raise BadFile(gettext("That file is not UTF-8 text, so not a JSON export.")) from None
         if self.length is not None and source.length != self.length:
-            raise BadFile("That file changed while it was being read.")
+            raise BadFile(gettext("That file changed while it was being read."))
 
 
 class _Events:
@@ -138,13 +140,13 @@ class _Events:
         try:
             event, self.value = next(self.events)
         except StopIteration:
-            raise BadFile("That file ended before its JSON did.") from None
+            raise BadFile(gettext("That file ended before its JSON did.")) from None
         except ijson.JSONError as exc:
             raise _syntax(exc, self.where()) from None
         except _TooLong:
             raise _too_long(self.where()) from None
         except UnicodeDecodeError:
-            raise BadFile(f"That file is not UTF-8 text, so not a JSON export (it stopped at {self.where()}).") from None
+            raise BadFile(_not_utf8(self.where())) from None
         if event == "map_key":
             self.stack[-1][1] = self.value
             return event
@@ -153,11 +155,13 @@ class _Events:
         if event in STARTS:
             self.containers += 1
             if self.containers > self.max_containers:
-                raise BadFile(f"That file holds more than {self.max_containers:,} JSON objects and arrays, the limit"
-                              f" (PREVIOUSLY_IMPORT_MAX_OBJECTS); it stopped at {self.where()}.")
+                raise BadFile(gettext("That file holds more than %(limit)s JSON objects and arrays, the limit"
+                                      " (PREVIOUSLY_IMPORT_MAX_OBJECTS); it stopped at %(where)s.")
+                              % {"limit": f"{self.max_containers:,}", "where": self.where()})
             if len(self.stack) >= self.max_depth:
-                raise BadFile(f"That file is nested too deeply to be an export (more than {self.max_depth} levels,"
-                              f" PREVIOUSLY_IMPORT_MAX_DEPTH); it stopped at {self.where()}.")
+                raise BadFile(gettext("That file is nested too deeply to be an export (more than %(limit)s levels,"
+                                      " PREVIOUSLY_IMPORT_MAX_DEPTH); it stopped at %(where)s.")
+                              % {"limit": self.max_depth, "where": self.where()})
             self.stack.append([event == "start_array", -1 if event == "start_array" else None])
         elif event in ("end_map", "end_array"):
             self.stack.pop()
@@ -167,7 +171,7 @@ class _Events:
         """(name, first event of its value) of each top-level member; the caller consumes the
         value (build or skip) before asking for the next. Then the file must end."""
         if self.next() != "start_map":
-            raise BadFile("That file is not a JSON export (its top level is not an object).")
+            raise BadFile(gettext("That file is not a JSON export (its top level is not an object)."))
         while self.next() == "map_key":
             name = self.value
             yield name, self.next()
@@ -177,7 +181,7 @@ class _Events:
             return
         except ijson.JSONError as exc:
             raise _syntax(exc, "the end of the file") from None
-        raise BadFile("That file has more after its JSON export.")
+        raise BadFile(gettext("That file has more after its JSON export."))
 
     def count_items(self) -> int:
         """Walk past each item of the array just opened, building nothing; how many."""
@@ -226,15 +230,23 @@ def _syntax(exc: Exception, where: str) -> BadFile:
         try:
             raw = raw.decode("utf-8")
         except UnicodeDecodeError:
-            return BadFile(f"That file is not UTF-8 text, so not a JSON export (it stopped at {where}).")
+            return BadFile(_not_utf8(where))
     first = str(raw).strip().splitlines()[0] if str(raw).strip() else "malformed"
     if "UTF8" in first:
-        return BadFile(f"That file is not UTF-8 text, so not a JSON export (it stopped at {where}).")
-    return BadFile(f"That file is not a JSON export ({first.rstrip('.')}; it stopped at {where}).")
+        return BadFile(_not_utf8(where))
+    return BadFile(gettext("That file is not a JSON export (%(problem)s; it stopped at %(where)s).")
+                   % {"problem": first.rstrip("."), "where": where})
+
+
+def _not_utf8(where: str) -> str:
+    return gettext("That file is not UTF-8 text, so not a JSON export (it stopped at %(where)s).") % {"where": where}
 
 
 # A run of backslashes, then u and a surrogate's four hex digits: an escape when the run is odd.
-_SURROGATE = re.compile(rb"(\\+)u[dD]([89abAB]|[c-fC-F])[0-9a-fA-F]{2}")
+# Matched from the start of a run only (the lookbehind): tried from every backslash of a long
+# run not followed by "u", the search was quadratic in the run (seconds of CPU for one 64 KiB
+# read of backslashes); a match can only start where its run starts anyway.
+_SURROGATE = re.compile(rb"(?<!\\)(\\+)u[dD]([89abAB]|[c-fC-F])[0-9a-fA-F]{2}")
 _LOW = re.compile(rb"\\u[dD][c-fC-F][0-9a-fA-F]{2}")
 _HOLD = 12  # the end of each read is held back and read again with the next: an escape may be cut
 
@@ -308,8 +320,8 @@ class _SurrogateCheck:
                     return m.start()
             elif at == paired_low:
                 continue
-            raise BadFile(f"That file contains a lone surrogate (\\{data[at + 1:m.end()].decode()}) in a string:"
-                          " text that cannot be stored.")
+            raise BadFile(gettext("That file contains a lone surrogate (%(escape)s) in a string: text that"
+                                  " cannot be stored.") % {"escape": "\\" + data[at + 1:m.end()].decode()})
         return None
 
 

@@ -3,6 +3,7 @@
 from django.conf import settings
 from django.db import connections, models, transaction
 from django.utils import timezone
+from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from memory.models.archive import Message, Profile
@@ -256,7 +257,7 @@ class Experience(models.Model):
     def _change(self, action: str, fields: dict, *, by, actor, reason) -> bool:
         """Apply `fields`, save and record history; False (and no row) when nothing changed."""
         if self.deleted_at is not None:
-            raise ExperienceStateError(f"experience {self.eid} is deleted")
+            raise ExperienceStateError(gettext("Experience %(eid)s is deleted.") % {"eid": self.eid})
         if all(getattr(self, k) == v for k, v in fields.items()):
             return False
         with transaction.atomic():
@@ -270,7 +271,8 @@ class Experience(models.Model):
     def confirm(self, *, by=None, actor: str | None = None, reason: str = "") -> bool:
         """Candidate (or rejected) → active (C3)."""
         if self.invalid_at is not None:
-            raise ExperienceStateError(f"experience {self.eid} was invalidated; it cannot be confirmed")
+            raise ExperienceStateError(
+                gettext("Experience %(eid)s was invalidated; it cannot be confirmed.") % {"eid": self.eid})
         return self._change("confirm", {"status": self.Status.ACTIVE}, by=by, actor=actor, reason=reason)
 
     def reject(self, *, by=None, actor: str | None = None, reason: str = "") -> bool:
@@ -282,7 +284,7 @@ class Experience(models.Model):
         allowed = {"title", "content", "event_time", "event_time_text", "time_certainty"}
         unknown = set(changes) - allowed
         if unknown:
-            raise ExperienceStateError(f"cannot edit {', '.join(sorted(unknown))}")
+            raise ExperienceStateError(gettext("These fields cannot be edited: %(fields)s.") % {"fields": ", ".join(sorted(unknown))})
         return self._change("edit", changes, by=by, actor=actor, reason=reason)
 
     def invalidate(self, *, by=None, actor: str | None = None, reason: str = "", at=None) -> bool:
@@ -298,9 +300,9 @@ class Experience(models.Model):
     def merge(self, other: "Experience", *, by=None, actor: str | None = None, reason: str = "", title=None, content=None) -> "Experience":
         """Fold `other` into this one: sources combined here, `other` invalidated, pointing here (C4)."""
         if other.pk == self.pk or other.profile_id != self.profile_id:
-            raise ExperienceStateError("merge needs two different experiences of the same profile")
+            raise ExperienceStateError(gettext("A merge needs two different experiences of the same profile."))
         if other.deleted_at is not None or self.deleted_at is not None:
-            raise ExperienceStateError("a deleted experience cannot be merged")
+            raise ExperienceStateError(gettext("A deleted experience cannot be merged."))
         with transaction.atomic():
             before = self.snapshot()
             known = set(self.source_mids)
@@ -356,7 +358,8 @@ class Experience(models.Model):
 
 
 class ExperienceStateError(Exception):
-    """The change does not apply to the experience as it is (deleted, invalidated, ...)."""
+    """The change does not apply to the experience as it is (deleted, invalidated, ...); the
+    message is in the active language (issue 25 point 7), shown to the person as it is."""
 
 
 class ExperienceSource(models.Model):

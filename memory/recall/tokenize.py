@@ -10,6 +10,7 @@ changing it means bumping ANALYSER_VERSION and rebuilding the index.
 import re
 import unicodedata
 from functools import lru_cache
+from operator import add
 
 import snowballstemmer  # uses PyStemmer's C implementation when it is installed
 
@@ -66,7 +67,7 @@ def tokenize_r1(text: str) -> list[str]:
             if len(cjk) == 1:
                 tokens.append(cjk)
             else:
-                tokens.extend(cjk[i : i + 2] for i in range(len(cjk) - 1))
+                tokens += map(add, cjk, cjk[1:])  # the overlapping bigrams, built in C
         else:
             tokens.append(word.lower())
     return tokens
@@ -96,4 +97,4 @@ def tokenize(text: str) -> list[str]:
     if "-" in text:
         # "de-stress" is also indexed as "destress", so either spelling finds it.
         text = _HYPHENATED.sub(lambda m: m.group(0) + " " + m.group(0).replace("-", ""), text)
-    return [a for t in tokenize_r1(text) if (a := _analyse(t)) is not None]
+    return [a for a in map(_analyse, tokenize_r1(text)) if a is not None]

@@ -147,7 +147,7 @@ def model_verdict(slice_: Slice, user_text: str, reply_text: str) -> Verdict:
         return Verdict(False, reason="model failed", source="model")
     if not verdict.explicit:
         slice_log(slice_, SliceLogEntry.Kind.ANALYZER, f"no explicit request (model): {verdict.reason}",
-                  event="turn", source="model")
+                  event="turn", source="model", reason=verdict.reason)
     return verdict
 
 

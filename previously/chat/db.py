@@ -8,6 +8,7 @@ pool of threads, each with its own persistent connection: one socket's round tri
 wait behind another's (BENCH §4). `PREVIOUSLY_DB_THREADS` sizes the pool.
 """
 
+import os
 from concurrent.futures import ThreadPoolExecutor
 
 from channels.db import database_sync_to_async
@@ -21,10 +22,25 @@ def _remember_connection() -> None:
     _opened.append(connections["default"])
 
 
-# Threads start only when used: on SQLite this pool stays empty.
-_POOL = ThreadPoolExecutor(
-    max_workers=settings.PREVIOUSLY_DB_THREADS, thread_name_prefix="chat-db", initializer=_remember_connection
-)
+def _new_pool() -> ThreadPoolExecutor:
+    # Threads start only when used: on SQLite this pool stays empty.
+    return ThreadPoolExecutor(
+        max_workers=settings.PREVIOUSLY_DB_THREADS, thread_name_prefix="chat-db", initializer=_remember_connection
+    )
+
+
+_POOL = _new_pool()
+
+
+def _after_fork_in_child() -> None:
+    """A forked process (a test's live server) keeps none of the parent's pool threads, while the
+    pool object says they exist: its calls would wait forever. It gets a pool of its own."""
+    global _POOL
+    _POOL = _new_pool()
+    _opened.clear()
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def db_call(func):

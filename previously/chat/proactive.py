@@ -22,13 +22,14 @@ from django.template.loader import render_to_string
 from django.utils import timezone
 from django.utils.translation import gettext
 
+from memory import markers
 from memory import proactive as rules
 from memory.card.store import live_card
 from memory.clock import local_clock
 from memory.models import Message, ProactiveSend, Profile
 from previously.agent.briefing import briefing_text
 from previously.agent.lifecycle import archive_line
-from previously.chat import markers, prompt
+from previously.chat import prompt
 from previously.chat.turn import assistant_mid
 from previously.i18n import for_profile
 from previously.llm import ProviderError, get_provider

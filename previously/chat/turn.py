@@ -22,7 +22,7 @@ from django.utils.functional import lazy
 from django.utils.text import format_lazy
 from django.utils.translation import gettext, gettext_lazy, pgettext
 
-from memory import limits
+from memory import limits, markers
 from memory.archive import MidConflict, MidTombstoned, archive_message
 from memory.card.store import injected_card_for, refresh_injected_card
 from memory.clock import LocalClock, local_clock
@@ -36,7 +36,7 @@ from memory.recall.budget import approx_tokens
 from memory.recall.context import Recalled
 from previously.agent.briefing import arrival_briefing
 from previously.agent.lifecycle import after_reply, archive_line
-from previously.chat import guard, markdown, markers, prompt
+from previously.chat import guard, markdown, prompt
 from previously.chat.db import db_call
 from previously.i18n import for_profile
 from previously.llm import ProviderError, gate, get_provider

@@ -16,6 +16,7 @@ from memory.models.archive import DEFAULT_PROFILE_KEY
 from previously.pages.card_display import card_sections
 from previously.pages.current_profile import current_profile
 from previously.pages.forget_refs import refs_context
+from previously.pages.slices.log_lines import known, log_line
 
 
 @login_required
@@ -33,8 +34,8 @@ def slice_page(request, key: str):
             "profile": profile,
             "slice": slice_,
             "messages_": Message.objects.in_slice(slice_).live().chronological(),
-            "log": slice_.log_entries.all(),
-            "runs": EvolutionRun.objects.filter(slice=slice_).order_by("created_at", "id"),
+            "log": _with_lines(slice_.log_entries.all()),
+            "runs": _with_texts(EvolutionRun.objects.filter(slice=slice_).order_by("created_at", "id")),
             "has_snapshot": snap is not None,
             "recorded": snap is not None,
             "view": card_sections(profile, snap.text if snap else "", today=today),
@@ -43,6 +44,22 @@ def slice_page(request, key: str):
             "neighbours": _neighbours(profile, slice_),
         },
     )
+
+
+def _with_lines(entries) -> list:
+    """The cognitive log, each entry with its `line` in the interface language."""
+    entries = list(entries)
+    for entry in entries:
+        entry.line = log_line(entry)
+    return entries
+
+
+def _with_texts(runs) -> list:
+    """The card update runs, each with its skip reason and error in the interface language."""
+    runs = list(runs)
+    for run in runs:
+        run.skip_text, run.error_text = known(run.skip_reason), known(run.error)
+    return runs
 
 
 @login_required

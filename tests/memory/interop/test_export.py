@@ -7,7 +7,7 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
-from memory.interop.synthetic import write_dump
+from bench.synthetic import write_dump
 from memory.models.archive import PROFILE_KEY_RE
 from tests.factories import MessageFactory, ProfileFactory, TombstoneFactory
 

@@ -6,10 +6,10 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 
+from bench.synthetic import write_dump
 from memory.curation import add_favourite
 from memory.interop.export import export_json
 from memory.interop.full_import import import_full
-from memory.interop.synthetic import write_dump
 from memory.models import (
     Card,
     CardSnapshot,

@@ -19,11 +19,11 @@ from django.core.management import call_command
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from bench.synthetic import generate
 from memory.interop.export import export_json
 from memory.interop.full_import import KINDS as FULL_KINDS
 from memory.interop.full_import import BadExport, import_full
 from memory.interop.kv_import import BadDump, import_kv
-from memory.interop.synthetic import generate
 from memory.models import (
     Experience,
     Highlight,

@@ -11,9 +11,9 @@ import pytest
 from django.core.management import call_command
 from django.db import OperationalError, connection
 
+from bench.synthetic import write_dump
 from memory.interop.export import export_json
 from memory.interop.full_import import BadExport, ImportInterrupted, import_full
-from memory.interop.synthetic import write_dump
 from memory.models import (
     Card,
     CardSnapshot,

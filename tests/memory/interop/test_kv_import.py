@@ -392,7 +392,7 @@ def test_bulk_get_shape_with_trailing_success_line(dump_file, run_import):
 
 
 def test_synthetic_dump_imports_in_both_shapes_alike(tmp_path, run_import):
-    from memory.interop.synthetic import write_dump
+    from bench.synthetic import write_dump
 
     write_dump(str(tmp_path / "put.json"), keys=600, seed=3, shape="put")
     write_dump(str(tmp_path / "get.json"), keys=600, seed=3, shape="get")

@@ -5,8 +5,8 @@ import json
 import pytest
 
 from memory.interop.kv_import import import_kv
+from memory.markers import StreamCleaner, clean
 from memory.models import Message
-from previously.chat.markers import StreamCleaner, clean
 
 
 def test_clean_removes_markers_and_collects_quotes():

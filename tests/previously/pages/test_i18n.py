@@ -107,7 +107,6 @@ NOT_INTERFACE = {
     "memory/card/inject.py", "memory/card/directives.py", "memory/card/mutations.py",
     "memory/models/archive.py", "memory/proactive.py", "memory/recall/tokenize.py",
     "memory/recall/rank.py", "memory/recall/context.py", "memory/interop/legacy/kinds.py",
-    "memory/interop/synthetic.py",
     "memory/interop/character_card.py",  # the persona's section labels, built in the card's language (H2)
 }
 HAN = re.compile(r"[\u4e00-\u9fff]")

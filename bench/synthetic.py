@@ -1,10 +1,14 @@
 """Synthetic legacy KV dumps shaped like production, with every quirk LEGACY_KV.md lists
 (BENCH.md §3, tests).
 
-    python -m memory.interop.synthetic OUT.json --keys 120000 [--shape put|get] [--seed 1]
+    python -m bench.synthetic OUT.json --keys 120000 [--shape put|get] [--seed 1]
+    python -m bench.synthetic DUMP.json --describe   # family mix, line lengths, fragments per line
 
+Benchmark and test data, so it lives in bench/, outside the product packages (issue 25 point 8).
 Deterministic for a seed. Every line is worded differently (Chinese, English, emoji,
-mixed scripts; drawn from word pools, never a short list repeated). Quirks: nearly every
+mixed scripts; drawn from word pools, never a short list repeated), and as varied as real
+data (issue 25 point 3): a line is one to twenty-odd clauses (a few characters to several
+hundred), a reply one to nine sentences, a line has zero to three mem: fragments. Quirks: nearly every
 `msg:` beside its `mem:` twin from the old double write (assistant raw replies with
 [[fav:]] and other markers), orphan v1 fragments and v0 `mem_` keys, retried duplicate
 fragments (P3-11), soft-deleted records, ~2% tombstones -- hard deletes that left their
@@ -19,11 +23,14 @@ import argparse
 import base64
 import json
 import random
+import statistics
+from collections import Counter
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 from memory.hashing import content_hash
 from memory.interop.legacy_shapes import iso_js
+from memory.markers import clean_reply
 
 PROFILES = ("owner", "test_2", "Bad Profile!")
 PERIODS = ((0, "small_hours"), (5, "early_morning"), (8, "morning"), (11, "noon"), (13, "afternoon"),
@@ -77,6 +84,29 @@ def _frag_value(role: str, content: str, ts: int) -> dict:
             "hour": local.hour, "period": _period(local.hour)}
 
 
+# How varied real lines are (issue 25 point 3): a person's line is one clause as often as a
+# paragraph of several, a reply is one to several sentences, so value lengths spread from a
+# few characters to several hundred. Weights of the number of clauses in a user's line, and of
+# sentences in a reply; a line of one clause is sometimes only an interjection.
+LINE_CLAUSES = ((1, 44), (2, 25), (3, 13), (4, 8), (6, 5), (9, 3), (14, 1), (22, 1))
+REPLY_SENTENCES = ((1, 12), (2, 26), (3, 28), (4, 18), (6, 11), (9, 5))
+ZH_SHORT = ("嗯", "好的", "哈哈哈", "晚安", "在吗", "是啊", "累了", "好吧", "嗯嗯", "真的假的", "笑死", "行")
+EN_SHORT = ("ok", "lol", "yeah", "night!", "hmm", "sure", "same", "thanks", "wait what", "haha")
+ZH_LINK = ("，", "。", "，然后", "，不过", "。还有，", "；", "，所以", "……")
+REPLY_ZH_3 = ("你说的{t}让我想到上次的事", "{t}这件事值得记下来", "如果是我，也会在意{t}", "关于{t}，慢慢来就好",
+              "我猜{t}背后还有故事", "听你讲{t}的时候我很安心")
+REPLY_EN_3 = ("Tell me more about {t}", "I remember you mentioned {t} before", "{t} is worth a note",
+              "No rush with {t}", "I like how you put {t}", "Maybe {t} can wait until tomorrow")
+
+
+# mem: fragments per msg: line (weights): the double write nearly always worked once.
+FRAGMENTS_PER_LINE = ((1, 955), (0, 30), (2, 12), (3, 3))
+
+
+def _weighted(rnd: random.Random, table: tuple[tuple[int, int], ...]) -> int:
+    return rnd.choices([n for n, _ in table], weights=[w for _, w in table])[0]
+
+
 class _Words:
     """Lines and replies, each worded differently from every other one of the dump."""
 
@@ -84,7 +114,7 @@ class _Words:
         self.rnd = rnd
         self.seen: set[str] = set()
 
-    def _draw(self, kind: float) -> str:
+    def _clause(self, kind: float) -> str:
         c = self.rnd.choice
         if kind < 0.45:
             return f"{c(ZH_WHEN)}{c(ZH_WHO)}{c(ZH_DID)}{c(ZH_WHAT)}{c(ZH_TAIL)}{c(EMOJI)}"
@@ -92,6 +122,17 @@ class _Words:
             return f"{c(EN_OPEN)} {c(EN_WHO)} {c(EN_DID)} {c(EN_WHAT)} {c(EN_WHEN)} {c(EMOJI)}".rstrip()
         # Mixed scripts in one line.
         return f"{c(ZH_WHEN)}{c(ZH_WHO)} {c(EN_DID)} {c(EN_WHAT)}，{c(ZH_TAIL).lstrip('，') or '好吧'} {c(EMOJI)}".rstrip()
+
+    def _draw(self, kind: float) -> str:
+        rnd = self.rnd
+        clauses = _weighted(rnd, LINE_CLAUSES)
+        if clauses == 1 and rnd.random() < 0.3:
+            return rnd.choice(ZH_SHORT if kind < 0.6 else EN_SHORT) + rnd.choice(EMOJI)
+        parts = [self._clause(kind if i == 0 else rnd.random()) for i in range(clauses)]
+        text = parts[0]
+        for part in parts[1:]:
+            text += (rnd.choice(ZH_LINK) if "\u4e00" <= part[:1] <= "\u9fff" else " ") + part
+        return text
 
     def line(self) -> str:
         for attempt in range(50):
@@ -103,18 +144,28 @@ class _Words:
                 return text
         raise RuntimeError("word pools exhausted")  # pragma: no cover - pools hold millions of lines
 
+    def _sentence(self, topic: str) -> str:
+        rnd, c = self.rnd, self.rnd.choice
+        roll = rnd.random()
+        if roll < 0.35:
+            return f"{c(REPLY_ZH)}{topic}{c(REPLY_ZH_2)}。{c(EMOJI)}"
+        if roll < 0.55:
+            return c(REPLY_ZH_3).format(t=topic) + c("。！～") + c(EMOJI)
+        if roll < 0.8:
+            return f"{c(REPLY_EN)} {topic} {c(REPLY_EN_2)}! {c(EMOJI)}".rstrip()
+        return c(REPLY_EN_3).format(t=topic) + c(".!?") + (" " + c(EMOJI) if rnd.random() < 0.3 else "")
+
     def reply(self, line: str) -> str:
-        c = self.rnd.choice
-        topic = line.split("，")[0][-6:] if self.rnd.random() < 0.5 else line.split()[-1]
+        rnd = self.rnd
+        words = line.replace("，", " ").replace("。", " ").split() or [line]
+        sentences = _weighted(rnd, REPLY_SENTENCES)
         for _ in range(50):
-            if self.rnd.random() < 0.5:
-                text = f"{c(REPLY_ZH)}{topic}{c(REPLY_ZH_2)}。{c(EMOJI)}"
-            else:
-                text = f"{c(REPLY_EN)} {topic} {c(REPLY_EN_2)}! {c(EMOJI)}".rstrip()
+            topic = line.split("，")[0][-6:] if rnd.random() < 0.5 else rnd.choice(words)[-12:]
+            text = " ".join(self._sentence(topic) for _ in range(sentences))
             if text not in self.seen:
                 self.seen.add(text)
                 return text
-            topic += c("？！～…")
+            sentences += 1
         raise RuntimeError("reply pools exhausted")  # pragma: no cover
 
 
@@ -178,14 +229,8 @@ def _turn(g: _Gen, profile: str, ts: int, state: dict) -> Iterator[dict]:
     msg = _msg_value(profile, mid, "user", line, created, deleted_at=deleted_at, attachment=attachment)
     if rnd.random() < 0.7:
         msg["content_hash"] = content_hash(profile, line)
-    if rnd.random() < 0.97:  # nearly every msg: has its mem: twin
-        yield g.entry(f"msg:{profile}:{mid}", msg)
-        frag = g.entry(fkey, _frag_value("user", line, ts + 3))
-        yield frag
-        if rnd.random() < 0.01:
-            yield g.entry(f"mem:{profile}:{ts + 3}_{g.rand()}", json.loads(_decoded(frag)))  # P3-11
-    else:
-        yield g.entry(f"msg:{profile}:{mid}", msg)
+    yield g.entry(f"msg:{profile}:{mid}", msg)
+    yield from _fragments(g, fkey, _frag_value("user", line, ts + 3))
     # The companion's reply: cleaned in msg:, raw (with its markers) in mem:.
     rts = ts + rnd.randint(1500, 4000)
     reply = g.words.reply(line)
@@ -199,8 +244,20 @@ def _turn(g: _Gen, profile: str, ts: int, state: dict) -> Iterator[dict]:
                         deleted_at=deleted_at)
     areply["content_hash"] = content_hash(profile, reply)
     yield g.entry(f"msg:{profile}:{amid}", areply)
-    yield g.entry(f"mem:{profile}:{rts + 2}_{g.rand()}", _frag_value("assistant", raw, rts + 2))
+    yield from _fragments(g, f"mem:{profile}:{rts + 2}_{g.rand()}", _frag_value("assistant", raw, rts + 2))
     yield from _curation(g, profile, created, line, mid, amid, state)
+
+
+def _fragments(g: _Gen, key: str, value: dict) -> Iterator[dict]:
+    """A line's mem: fragments from the old double write: nearly always one, none when that
+    write failed, and two or three when it was retried under new random keys (P3-11)."""
+    n = _weighted(g.rnd, FRAGMENTS_PER_LINE)
+    if n:
+        frag = g.entry(key, value)
+        yield frag
+        prefix = key.rsplit("_", 1)[0]
+        for _ in range(n - 1):
+            yield g.entry(f"{prefix}_{g.rand()}", json.loads(_decoded(frag)))
 
 
 def _curation(g: _Gen, profile: str, created: datetime, line: str, mid: str, amid: str, state: dict) -> Iterator[dict]:
@@ -294,13 +351,82 @@ def write_dump(path: str, *, keys: int, seed: int = 1, shape: str = "put") -> in
     return n
 
 
+def _entries(path: str) -> Iterator[tuple[str, str]]:
+    """(key, value text) of a dump of either shape."""
+    with open(path, encoding="utf-8") as fh:
+        text = fh.read()
+    if text.rstrip().endswith("Success!"):
+        text = text.rstrip()[: -len("Success!")]
+    data = json.loads(text)
+    items = data if isinstance(data, list) else [{"key": k, "value": v} for k, v in data.items()]
+    for item in items:
+        value = item["value"]
+        if isinstance(value, dict) and "value" in value:
+            value = value["value"]
+        if item.get("base64"):
+            value = base64.b64decode(value).decode()
+        yield item["key"], value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+
+
+def describe(path: str) -> dict:
+    """What makes a dump costly to import, to compare a real dump with a generated one: the
+    mix of key families, the length of the lines (msg: and mem: contents, in characters),
+    and how many mem: fragments each msg: line has (same profile, speaker and words)."""
+    families: Counter = Counter()
+    lengths: dict[str, list[int]] = {"user": [], "assistant": []}
+    value_chars = 0
+    lines: Counter = Counter()
+    frags: Counter = Counter()
+    for key, text in _entries(path):
+        family = "mem_" if key.startswith("mem_") else "meta" if key.startswith("meta_") else key.split(":", 1)[0]
+        families[family] += 1
+        value_chars += len(text)
+        if family not in ("msg", "mem", "mem_"):
+            continue
+        value = json.loads(text)
+        profile = value.get("profile_id", key.split(":")[1] if family == "mem" else "owner")
+        speaker = value.get("speaker") or value.get("role") or ""
+        words = value.get("content") or ""
+        if family == "msg":
+            lengths["assistant" if speaker == "assistant" else "user"].append(len(words))
+            lines[(profile, speaker, words)] += 1
+        else:
+            if speaker == "assistant":
+                words = clean_reply(words)
+            frags[(profile, "user" if speaker == "user" else "assistant", words)] += 1
+    per_line = Counter(min(frags.get(line, 0), 3) for line in lines)
+
+    def spread(xs: list[int]) -> dict:
+        if not xs:
+            return {}
+        xs = sorted(xs)
+        at = lambda q: xs[min(len(xs) - 1, int(q * len(xs)))]  # noqa: E731
+        return {"n": len(xs), "mean": round(statistics.fmean(xs), 1), "p10": at(0.1), "p50": at(0.5),
+                "p90": at(0.9), "p99": at(0.99), "max": xs[-1]}
+
+    total = sum(families.values())
+    return {
+        "keys": total,
+        "value_chars_per_key": round(value_chars / max(1, total), 1),
+        "families": {f: f"{n} ({100 * n / total:.1f}%)" for f, n in families.most_common()},
+        "user_line_chars": spread(lengths["user"]),
+        "reply_chars": spread(lengths["assistant"]),
+        "fragments_per_msg_line": {("3+" if k == 3 else str(k)): v for k, v in sorted(per_line.items())},
+    }
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("out", help="Where to write the dump.")
+    parser.add_argument("out", help="Where to write the dump (with --describe: the dump to describe).")
+    parser.add_argument("--describe", action="store_true",
+                        help="Print what the dump OUT holds (family mix, line lengths, fragments per line).")
     parser.add_argument("--keys", type=int, default=120_000, help="About how many keys.")
     parser.add_argument("--seed", type=int, default=1, help="Random seed (deterministic output).")
     parser.add_argument("--shape", choices=("put", "get"), default="put", help="bulk-put array or bulk-get object")
     args = parser.parse_args(argv)
+    if args.describe:
+        print(json.dumps(describe(args.out), indent=2, ensure_ascii=False))
+        return
     n = write_dump(args.out, keys=args.keys, seed=args.seed, shape=args.shape)
     print(f"wrote {n} keys to {args.out}")
 
