@@ -21,7 +21,9 @@ from django.utils import timezone
 from memory.interop.json_stream import ExportFile
 
 FOLDER = "imports"
-TOKEN_RE = re.compile(r"u([0-9]+)-t([0-9]+)-[0-9a-f]{32}")
+# u<uploader>-t<target>-[<kind>-]<hex>: the kind tells a history import ("history") or a
+# character card ("card") from the data page's full import (no kind), one pending each.
+TOKEN_RE = re.compile(r"u([0-9]+)-t([0-9]+)-(?:([a-z]+)-)?[0-9a-f]{32}")
 
 
 @dataclass(frozen=True)
@@ -32,11 +34,12 @@ class Pending:
     target_id: int
 
 
-def save_preview(upload, *, uploader, target) -> str:
+def save_preview(upload, *, uploader, target, kind: str = "") -> str:
     """Store the upload (streamed from Django's temp file) under a new token; the uploader's
-    earlier pending import, if any, is removed (one per person)."""
-    drop_previews(uploader)
-    token = f"u{uploader.pk}-t{target.pk}-{secrets.token_hex(16)}"
+    earlier pending import of the same kind, if any, is removed (one per person and kind)."""
+    for token in _tokens(uploader, kind):
+        drop_preview(token)
+    token = f"u{uploader.pk}-t{target.pk}-{kind + '-' if kind else ''}{secrets.token_hex(16)}"
     default_storage.save(_path(token), upload)
     return token
 
@@ -47,17 +50,23 @@ def _path(token: str) -> str:
     return f"{FOLDER}/{token}.json"
 
 
-def _tokens(uploader) -> list[str]:
+def _tokens(uploader, kind: str | None = None) -> list[str]:
+    """The uploader's pending tokens, of one kind ("" the full import) or of all (None)."""
     if uploader is None or uploader.pk is None or not default_storage.exists(FOLDER):
         return []
     prefix = f"u{uploader.pk}-"
-    return [name.removesuffix(".json") for name in default_storage.listdir(FOLDER)[1]
-            if name.startswith(prefix) and TOKEN_RE.fullmatch(name.removesuffix(".json"))]
+    found = []
+    for name in default_storage.listdir(FOLDER)[1]:
+        token = name.removesuffix(".json")
+        match = TOKEN_RE.fullmatch(token)
+        if name.startswith(prefix) and match and (kind is None or (match.group(3) or "") == kind):
+            found.append(token)
+    return found
 
 
 def pending_preview(uploader) -> Pending | None:
     """The person's pending import, or None (never uploaded, applied, cancelled or swept)."""
-    for token in _tokens(uploader):
+    for token in _tokens(uploader, ""):
         return Pending(token=token, target_id=int(TOKEN_RE.fullmatch(token).group(2)))
     return None
 
@@ -66,6 +75,10 @@ def preview_file(token: str) -> ExportFile:
     """The stored upload, read as it streams from the storage in each pass (never whole)."""
     path = _path(token)
     return ExportFile(lambda: default_storage.open(path, "rb"))
+
+
+def preview_exists(token: str) -> bool:
+    return bool(token) and bool(TOKEN_RE.fullmatch(str(token))) and default_storage.exists(_path(token))
 
 
 def drop_preview(token: str | None) -> None:

@@ -94,7 +94,7 @@ def history_preview(request):
     if fmt != "auto" and fmt not in APPS:
         fmt = "auto"
     drop_preview((request.session.pop(PENDING, None) or {}).get("token"))
-    token = save_preview(upload)
+    token = save_preview(upload, uploader=request.user, target=request.user, kind="history")
     name = Path(upload.name or "upload").name[:120]
     try:
         with HistoryImport(preview_path(token), user=request.user, name=name, profile_key=key, fmt=fmt) as imp:

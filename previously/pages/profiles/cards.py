@@ -71,7 +71,7 @@ def card_import_preview(request):
                     % {"file": upload.name, "size": f"{upload.size:,}", "limit": f"{limit:,}"})
         return back
     drop_preview((request.session.pop(PENDING, None) or {}).get("token"))
-    token = save_preview(upload)
+    token = save_preview(upload, uploader=request.user, target=request.user, kind="card")
     try:
         report = import_character_card(_stored(token), user=request.user, profile_key=key, dry_run=True, name=upload.name)
     except CardRefused as exc:
