@@ -17,20 +17,24 @@ from memory.deletion import (
     purge_relation,
 )
 from memory.models import (
+    AccountSession,
     Card,
     CardSnapshot,
     CatchUp,
     CompanionCard,
+    Connection,
     EvolutionRun,
     Experience,
     ExperienceHistory,
     ExperienceSource,
     Favourite,
     Highlight,
+    Invitation,
     LegacyFragment,
     LegacyMeta,
     LoreEntry,
     Message,
+    ModelChoice,
     ProactiveSend,
     Profile,
     RecallDocument,
@@ -38,6 +42,7 @@ from memory.models import (
     RecallTerm,
     RecallVector,
     Relation,
+    SiteSwitch,
     Slice,
     SliceLogEntry,
     Tombstone,
@@ -435,3 +440,36 @@ class CatchUpAdmin(admin.ModelAdmin):
     list_display = ["profile", "status", "planned", "done", "failed", "created_at", "finished_at"]
     list_filter = [PROFILE_FILTER, "status"]
     raw_id_fields = ["current"]
+
+
+# --- Accounts and connections (O4, O5): managed on their own pages, seen read-only here -----
+
+
+@admin.register(Invitation)
+class InvitationAdmin(ReadOnlyAdmin):
+    list_display = ["__str__", "created_by", "created_at", "expires_at", "used_at", "used_by"]
+    exclude = ["digest"]
+
+
+@admin.register(AccountSession)
+class AccountSessionAdmin(ReadOnlyAdmin):
+    list_display = ["user", "user_agent", "ip_address", "last_seen"]
+    exclude = ["session_key"]
+
+
+@admin.register(SiteSwitch)
+class SiteSwitchAdmin(ReadOnlyAdmin):
+    list_display = ["name", "on"]
+
+
+@admin.register(Connection)
+class ConnectionAdmin(ReadOnlyAdmin):
+    """The key never reaches a page: it is left out (O4); /connections/ manages connections."""
+
+    list_display = ["__str__", "base_url", "created_at"]
+    exclude = ["sealed_key"]
+
+
+@admin.register(ModelChoice)
+class ModelChoiceAdmin(ReadOnlyAdmin):
+    list_display = ["__str__", "version"]

@@ -27,6 +27,7 @@ import hashlib
 import io
 import json
 import re
+import struct
 import zlib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -158,6 +159,13 @@ def _too_big(size: int, limit: int) -> str:
 
 def _from_png(data: bytes, label: str):
     """The JSON in the PNG's `ccv3` chunk (preferred, as SillyTavern reads it) or `chara`."""
+    # The card chunk comes after the pixels, and Pillow decodes them to reach it: the size is
+    # checked from the PNG's IHDR first (S4), before Pillow's own bomb check can refuse it vaguely.
+    if len(data) >= 24 and data[12:16] == b"IHDR":
+        width, height = struct.unpack(">II", data[16:24])
+        if width * height > pixel_budget()[0]:  # PREVIOUSLY_IMAGE_MAX_PIXELS
+            raise CardRefused(label, gettext("the picture is too large (%(width)d×%(height)d pixels).") % {
+                "width": width, "height": height})
     try:
         with Image.open(io.BytesIO(data)) as image:
             if image.format != "PNG":

@@ -119,7 +119,10 @@ SCHEMA = {
                  "content": (False, _text), "raw_content": (False, _optional(_text)),
                  "local_hour": (False, _optional(_hour)), "local_day_key": (False, _optional(_text)),
                  "period": (False, _optional(_text)), "deleted_at": (False, _optional(_when)),
-                 "slice": (False, _optional(_slice_key)), "tz": (False, _optional(_text))},
+                 "slice": (False, _optional(_slice_key)), "tz": (False, _optional(_text)),
+                 # Written as they are (memory/interop/bulk_insert.py): text, checked here (X4).
+                 "source_id": (False, _optional(_text)), "sync_status": (False, _optional(_text)),
+                 "legacy_key": (False, _optional(_text)), "content_hash": (False, _optional(_text))},
     "legacy_fragments": {"key": (True, _text), "fingerprint": (True, _text), "disposition": (True, _text),
                          "content": (True, _text), "mid": (False, _optional(_ident))},
     "highlights": {"hid": (True, _ident), "mid": (True, _ident), "content": (True, _text),

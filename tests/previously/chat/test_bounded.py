@@ -33,7 +33,9 @@ def build_archive(size: int):
         (
             Message(
                 profile=profile, slice=slices[i // 50], mid=f"c_{i:016x}", speaker="user",
-                content=" ".join(rng.choice(WORDS) for _ in range(8)),
+                # Every word is common; "aurora" is rare, as most words of a real question are
+                # (recall leaves a term in more than RecallConfig.max_term_postings lines out).
+                content=" ".join(rng.choice(WORDS) for _ in range(8)) + (" aurora" if i % 500 == 0 else ""),
                 created_at=slices[i // 50].started_at + timedelta(seconds=i % 50), tz="UTC",
             )
             for i in range(size)
@@ -50,7 +52,7 @@ def build_archive(size: int):
 
 def one_turn(profile, n):
     """All database work of a turn: archive the line, recall + prompt, archive the reply with a marker."""
-    user = archive_message(profile=profile, mid=f"c_{0xFFFF0000 + n:016x}", speaker="user", content="the cat and the rain 猫咪 下雨 again").message
+    user = archive_message(profile=profile, mid=f"c_{0xFFFF0000 + n:016x}", speaker="user", content="the cat and the rain 猫咪 下雨 again, aurora").message
     prepared = prepare(profile, user)
     store_reply(profile, user, mid=f"a_{1800000000000 + n}_abc{n}", raw="ok [[fav:the cat]]", content="ok", favs=["the cat"], status="complete")
     return prepared
