@@ -59,7 +59,7 @@ ALLOWED = {
     "PREVIOUSLY_LLM_MODEL", "PREVIOUSLY_AGENT_MODEL", "PREVIOUSLY_BACKUP_HOURS", "STRICT_MID", "MEM_READ_LEGACY", "token", "IANA",
     "Asia", "Shanghai", "Europe", "Berlin",  # the time zone field's examples
     "English",  # the language menu names each language in its own tongue
-    "ChatGPT", "Claude", "Open", "WebUI", "SillyTavern",  # the apps a history comes from (H1)
+    "ChatGPT", "Claude", "Open", "WebUI",  # the apps a history comes from (H1)
     "beach",  # the archive's example of searching in any language
     "owner",  # the profile key, an identifier shown beside the companion's name
     "alice",  # the account's user name
