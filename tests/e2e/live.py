@@ -22,15 +22,19 @@ def log_in(page, base_url: str, username: str, password: str, *, submit: str = "
 
 
 class LiveChatServer(ChannelsLiveServerTestCase):
-    """Subclasses may set `default_turn`: what the fake model answers when nothing is scripted."""
+    """Subclasses may set `default_turn`: what the fake model answers when nothing is scripted;
+    and `connected = False` to start the server with no provider installed (offline until a
+    connection is chosen in the browser, O4)."""
 
     default_turn: Turn | None = None
+    connected = True
 
     @classmethod
     def setUpClass(cls):
         cls.llm = FakeLLMServer(default=cls.default_turn).start()
         # The child is forked in super().setUpClass(), so it keeps the provider installed here.
-        reset_provider(OpenAICompatible(base_url=cls.llm.base_url, api_key="", model="fake-model"))
+        reset_provider(OpenAICompatible(base_url=cls.llm.base_url, api_key="", model="fake-model")
+                       if cls.connected else None)
         # Channels points the server at TEST["NAME"] or "test_" + NAME; on PostgreSQL NAME is
         # already the test database by now (-> "test_test_…"), so name it explicitly.
         test = settings.DATABASES["default"].setdefault("TEST", {})

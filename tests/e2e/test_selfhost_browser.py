@@ -6,17 +6,14 @@ every new page at 1280 and 390 px, English and Chinese, light and dark, in var/t
 from pathlib import Path
 
 import pytest
-from channels.testing import ChannelsLiveServerTestCase
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.hashers import PBKDF2PasswordHasher
-from django.db import connections
 
 from memory.models import Profile
-from previously.llm import reset_provider
 from tests.e2e.conftest import CHROMIUM_ARGS, chromium_path
 from tests.e2e.live import LiveChatServer, log_in
-from tests.llm_server import FakeLLMServer, Turn
+from tests.llm_server import Turn
 
 ARTIFACTS = Path(settings.BASE_DIR) / "var" / "test-artifacts"
 LANGS = (("en", "en-GB"), ("zh", "zh-CN"))
@@ -24,33 +21,28 @@ LANGS = (("en", "en-GB"), ("zh", "zh-CN"))
 
 @pytest.mark.browser
 @pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
-class SelfHostingInTheBrowser(ChannelsLiveServerTestCase):
+class SelfHostingInTheBrowser(LiveChatServer):
     """No provider is installed: the server starts offline and takes the connection staff choose."""
+
+    default_turn = Turn(chunks=["Connected ", "and listening 👂"])
+    connected = False
 
     @classmethod
     def setUpClass(cls):
-        cls.llm = FakeLLMServer(default=Turn(chunks=["Connected ", "and listening 👂"])).start()
-        reset_provider(None)
         cls._settings = (settings.PREVIOUSLY_LLM_BASE_URL, settings.PREVIOUSLY_CONNECTION_CHECK_SECONDS)
         settings.PREVIOUSLY_LLM_BASE_URL = ""
         settings.PREVIOUSLY_CONNECTION_CHECK_SECONDS = 0
-        test = settings.DATABASES["default"].setdefault("TEST", {})
-        cls._test_name = test.get("NAME")
-        test["NAME"] = connections["default"].settings_dict["NAME"]
         super().setUpClass()
 
     @classmethod
     def tearDownClass(cls):
         super().tearDownClass()
-        settings.DATABASES["default"]["TEST"]["NAME"] = cls._test_name
         settings.PREVIOUSLY_LLM_BASE_URL, settings.PREVIOUSLY_CONNECTION_CHECK_SECONDS = cls._settings
-        reset_provider(None)
-        cls.llm.stop()
 
     def test_connect_a_model_invite_someone_and_change_a_password(self):
         from playwright.sync_api import expect, sync_playwright
 
-        root = LiveChatServer.make_user("root", "pw-root-12345")
+        root = self.make_user("root", "pw-root-12345")
         get_user_model().objects.filter(pk=root.pk).update(is_staff=True)
         Profile.objects.create(user=root, key="owner", name="Sea", language="en")
         ARTIFACTS.mkdir(parents=True, exist_ok=True)

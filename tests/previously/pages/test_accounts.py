@@ -21,6 +21,7 @@ from memory.models import AccountSession, Invitation, Profile
 from previously.asgi import application
 from tests import factories as f
 from tests.csp import assert_csp_clean
+from tests.memory.test_forget_audit import dump_all_tables
 
 User = get_user_model()
 PASSWORD = "pw-lina-4821"
@@ -160,18 +161,6 @@ async def test_ending_another_session_closes_its_chat_socket():
     await socket.disconnect()
 
 
-def _dump() -> str:
-    if connection.vendor == "sqlite":
-        connection.ensure_connection()
-        return "\n".join(connection.connection.iterdump())
-    out = []
-    with connection.cursor() as cursor:
-        for table in connection.introspection.table_names(cursor):
-            cursor.execute(f'SELECT t::text FROM "{table}" t')
-            out += [row[0] for row in cursor.fetchall()]
-    return "\n".join(out)
-
-
 @pytest.mark.django_db(transaction=True)
 def test_deleting_my_account_asks_the_password_and_leaves_no_copy():
     name = f"zora{secrets.token_hex(4)}"
@@ -186,7 +175,7 @@ def test_deleting_my_account_asks_the_password_and_leaves_no_copy():
     assert refused.status_code == 200 and User.objects.filter(username=name).exists()
     client.post("/account/delete/", {"password": PASSWORD, "confirm": "1"})
     assert not User.objects.filter(username=name).exists()
-    dump = _dump()
+    dump = dump_all_tables()
     assert secret not in dump and name not in dump
     if connection.vendor == "sqlite":
         path = Path(connection.settings_dict["NAME"])
