@@ -92,11 +92,11 @@ def _sqlite_path() -> Path:
 def make_backup(*, now: datetime | None = None) -> Backup:
     """A consistent copy of the database in the backup folder, checked before it counts."""
     kind = engine()
+    forget_journal.start()  # before the start time is read: the journal covers this backup
     started = (now or timezone.now()).astimezone(UTC)
     folder = forget_journal.backup_dir()
     final = folder / f"previously-{started.strftime(STAMP)}{SUFFIX[kind]}"
     partial = final.with_name(final.name + ".partial")
-    forget_journal.start()
     try:
         if kind == "sqlite":
             _sqlite_copy(_sqlite_path(), partial)
