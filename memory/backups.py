@@ -230,12 +230,6 @@ def holding(created_at: datetime) -> list[Backup]:
     return [b for b in backups() if b.started_at >= created_at]
 
 
-def held_until(created_at: datetime) -> datetime | None:
-    """When the last backup holding a record made at `created_at` is removed (None: none holds it)."""
-    held = holding(created_at)
-    return max(b.expires_at for b in held) if held else None
-
-
 def prune(*, now: datetime | None = None) -> list[Path]:
     """Remove backups older than PREVIOUSLY_BACKUP_KEEP_DAYS, and journal entries older than all
     that remain."""
