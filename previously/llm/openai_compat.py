@@ -111,10 +111,27 @@ class OpenAICompatible:
             if stream is not None:
                 await stream.close()
         if not finished:
+            if first is None:  # closed before a single chunk: llama-cpp-python's answer to a prompt too long
+                await self._why_nothing_came(messages, model=model or self.model, timeout=first_token)
             # A server that dies mid-reply just closes the stream; the real end carries a reason.
             raise ProviderError("the model stopped before finishing its reply", notice=UNFINISHED)
         if not said:
             raise ProviderError("the model's reply was empty (only blank space)", notice=BLANK)
+
+    async def _why_nothing_came(self, messages: list[dict], *, model: str, timeout: float) -> None:
+        """A stream that opened and closed with nothing in it says no reason: llama-cpp-python
+        opens the event stream before it counts the prompt, then closes it when the prompt does
+        not fit its window. The same request unstreamed, for one token, gets the server's
+        reason (a 400 naming the context length), raised as the failure it is; any other answer
+        leaves the caller's "stopped before finishing"."""
+        try:
+            async with asyncio.timeout(timeout):
+                await self._async.chat.completions.create(model=model, messages=messages, max_tokens=1)
+        except openai.APIStatusError as exc:
+            if _too_long(exc):
+                raise failure(exc, model=model) from exc
+        except (openai.OpenAIError, OSError, httpx2.HTTPError, TimeoutError):
+            pass
 
     def complete(
         self, messages: list[dict], *, tools: list[dict] | None = None, model: str | None = None,

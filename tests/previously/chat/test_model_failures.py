@@ -71,3 +71,27 @@ async def test_a_prompt_over_the_known_window_gets_the_notice_without_a_model_ca
     assert "longer than the model" in frames[-1]
     assert llm_server.requests == []
     assert [r[2] for r in await rows(profile)] == ["complete", "failed"]
+
+
+async def test_a_stream_closed_with_nothing_in_it_asks_the_server_why_once(connect, user, profile, llm_server, llm_provider):
+    """llama-cpp-python answers a prompt over its window with an event stream that closes
+    before a single chunk (seen against the real server, issue 26 point 2); only the same
+    request unstreamed says why. The person gets the window's notice, not "stopped before
+    finishing", and the line is kept (A3)."""
+    llm_server.script(
+        Turn(no_done=True),  # 200, text/event-stream, nothing
+        Turn(status=400, message="This model's maximum context length is 4096 tokens. However, you requested 7214 tokens"),
+    )
+    chat = await connect(user)
+    frames = await chat.say("花" * 50, mid=new_mid(1))
+    assert "longer than the model" in frames[-1] and "Your message is saved" in frames[-1]
+    assert [r.get("stream") for r in llm_server.requests] == [True, None]
+    assert llm_server.requests[1]["max_tokens"] == 1
+    assert [r[2] for r in await rows(profile)] == ["complete", "failed"]
+
+
+async def test_an_empty_stream_for_another_reason_stays_stopped_before_finishing(connect, user, profile, llm_server, llm_provider):
+    llm_server.script(Turn(no_done=True), Turn(chunks=["fine now"]))  # the question is answered: no reason
+    chat = await connect(user)
+    frames = await chat.say("hello", mid=new_mid(1))
+    assert "stopped before finishing its reply" in frames[-1]
