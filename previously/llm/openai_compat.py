@@ -123,15 +123,21 @@ class OpenAICompatible:
         opens the event stream before it counts the prompt, then closes it when the prompt does
         not fit its window. The same request unstreamed, for one token, gets the server's
         reason (a 400 naming the context length), raised as the failure it is; any other answer
-        leaves the caller's "stopped before finishing"."""
-        try:
-            async with asyncio.timeout(timeout):
-                await self._async.chat.completions.create(model=model, messages=messages, max_tokens=1)
-        except openai.APIStatusError as exc:
-            if _too_long(exc):
-                raise failure(exc, model=model) from exc
-        except (openai.OpenAIError, OSError, httpx2.HTTPError, TimeoutError):
-            pass
+        leaves the caller's "stopped before finishing". Asked twice at most: the pooled
+        connection that stream came on is dead, and the first request after it may get it."""
+        for _ in range(2):
+            try:
+                async with asyncio.timeout(timeout):
+                    await self._async.chat.completions.create(model=model, messages=messages, max_tokens=1)
+                return
+            except openai.APIConnectionError:
+                continue
+            except openai.APIStatusError as exc:
+                if _too_long(exc):
+                    raise failure(exc, model=model) from exc
+                return
+            except (openai.OpenAIError, OSError, httpx2.HTTPError, TimeoutError):
+                return
 
     def complete(
         self, messages: list[dict], *, tools: list[dict] | None = None, model: str | None = None,

@@ -176,3 +176,12 @@ def test_token_approximation_counts_cjk_characters_and_bytes():
     assert approx_tokens("你好世界") == 4
     assert approx_tokens("abcdefgh") == 2
     assert approx_tokens("你好 abcd") == 2 + 2
+
+
+def test_cjk_punctuation_counts_as_a_token_like_the_characters_it_stands_between():
+    """R4, U4: "，。（）：" are a token each in common vocabularies, not 3 bytes / 4 (issue 26:
+    measured against SmolLM2's tokenizer, the Chinese system prompt's punctuation was most of
+    what the count missed after the characters themselves)."""
+    assert approx_tokens("，" * 12) == 12  # was 36 bytes / 4 = 9
+    assert approx_tokens("好，" * 6 + "（无）：") == 16  # was 7 + 27 bytes / 4 = 14
+    assert approx_tokens("ＡＢＣＤ") == 4  # fullwidth forms: was 12 bytes / 4 = 3
