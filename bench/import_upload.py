@@ -110,15 +110,17 @@ def csrf(port: int, cookie: str) -> tuple[str, str]:
     return csrf_cookie, re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page).group(1)
 
 
-def upload(port: int, cookie: str, path: Path, timeout: float = 3600) -> tuple[int, str]:
-    """Preview an export file as the data page's form does: (status, page)."""
+def upload(port: int, cookie: str, path: Path, timeout: float = 3600, *, url: str = "/data/import/",
+           field: str = "export", content_type: str = "application/json") -> tuple[int, str]:
+    """Preview a file as the data page's form at `url` does (the full import's by default; the
+    history import's is /data/history/preview/ with field "history"): (status, page)."""
     csrf_cookie, token = csrf(port, cookie)
     head = (f"--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"csrfmiddlewaretoken\"\r\n\r\n{token}\r\n"
-            f"--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"export\"; filename=\"e.json\"\r\n"
-            "Content-Type: application/json\r\n\r\n").encode()
+            f"--{BOUNDARY}\r\nContent-Disposition: form-data; name=\"{field}\"; filename=\"{path.name}\"\r\n"
+            f"Content-Type: {content_type}\r\n\r\n").encode()
     tail = f"\r\n--{BOUNDARY}--\r\n".encode()
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
-    conn.putrequest("POST", "/data/import/")
+    conn.putrequest("POST", url)
     conn.putheader("Content-Type", f"multipart/form-data; boundary={BOUNDARY}")
     conn.putheader("Content-Length", str(len(head) + path.stat().st_size + len(tail)))
     conn.putheader("Cookie", f"{cookie}; csrftoken={csrf_cookie}")

