@@ -21,7 +21,16 @@ from memory.card.store import refresh_injected_card
 from memory.models import Message, Profile, Slice
 from previously.chat import guard, markdown
 from previously.chat.db import db_call
-from previously.chat.turn import RECENT_TURNS, BadFrame, Send, UserFrame, generate, notice, render
+from previously.chat.turn import (
+    RECENT_TURNS,
+    BadFrame,
+    Send,
+    UserFrame,
+    generate,
+    notice,
+    refused_frame,
+    render,
+)
 
 log = logging.getLogger(__name__)
 LIST_ID = "off-messages"  # the page's list for these lines (templates/chat/chat.html#off_record)
@@ -95,8 +104,7 @@ async def handle_send(profile: Profile, data: dict, send: Send, *, off: OffRecor
     try:
         frame = UserFrame.parse(data)
     except BadFrame as exc:
-        back = render("busy", mid=str(data.get("mid") or ""), text=str(data.get("text") or "")) if exc.give_back else ""
-        await send(back + notice(exc.args[0], lang=profile.language))
+        await send(refused_frame(exc, data, lang=profile.language))
         return
     if off.slice is None:
         off.slice = await _conversation_slice(profile, frame.tz)
@@ -138,6 +146,13 @@ async def _answer(profile: Profile, line: Message, context: list[Message], send:
     try:
         made = await generate(profile, line, shown, local_time=local_time, stop=stop, recent=context,
                               list_id=LIST_ID, kept=False)
+    except Exception as exc:
+        # Said here, not by the consumer ("it is saved if it was shown" is not true here); the log
+        # names the failure's kind only: an exception's message may quote the line.
+        log.error("off-the-record reply to %s failed: %s", line.mid, exc.__class__.__name__)
+        await shown(render("gone", target=f"reply-{line.mid}") + notice(
+            gettext_lazy("Something went wrong with that line; nothing of it was kept."), lang=profile.language))
+        return
     finally:
         off.stop = None
     await guard.reply_archived()  # S3: nothing to archive; the profile may start its next turn now

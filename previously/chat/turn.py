@@ -147,6 +147,12 @@ def notice(text: str, *, level: str = "error", lang: str | None = None) -> str:
     return render("notice", text=text, level=level, lang=lang)
 
 
+def refused_frame(exc: BadFrame, data: dict, *, lang: str) -> str:
+    """The notice for a line the page sent that cannot be taken; its text back when it is given back."""
+    back = render("busy", mid=str(data.get("mid") or ""), text=str(data.get("text") or "")) if exc.give_back else ""
+    return back + notice(exc.args[0], lang=lang)
+
+
 # --- database helpers (sync) -----------------------------------------------------------------
 
 @db_call
@@ -345,8 +351,7 @@ async def handle_send(profile: Profile, data: dict, send: Send, *, stop: asyncio
     try:
         frame = UserFrame.parse(data)
     except BadFrame as exc:
-        back = render("busy", mid=str(data.get("mid") or ""), text=str(data.get("text") or "")) if exc.give_back else ""
-        await send(back + notice(exc.args[0], lang=lang))
+        await send(refused_frame(exc, data, lang=lang))
         return
     try:
         archived = await _archive_user(profile, frame)

@@ -15,6 +15,8 @@ from django.db import connection
 from memory.archive import archive_message
 from memory.models import EvolutionRun, Message, Slice
 from previously.chat import markdown
+from previously.llm import reset_provider
+from previously.llm.offline import Offline
 from tests.factories import CardFactory
 from tests.llm_server import Turn
 from tests.memory.test_forget_audit import dump_all_tables, file_leaks, forms, leaks
@@ -57,7 +59,8 @@ async def test_an_off_the_record_exchange_reaches_no_table_and_no_byte_of_the_da
         connect, user, profile, llm_server, llm_provider, caplog, settings):
     """P5: after a real exchange (two lines, a regenerate) nothing of it is in any table, nor in
     the SQLite file or its WAL, nor in any log line; the audit sees an archived line (it can fail)."""
-    caplog.set_level(logging.DEBUG)
+    for name in (None, "previously", "memory"):  # the app's loggers have their own level
+        caplog.set_level(logging.DEBUG, logger=name)
     settings.PREVIOUSLY_TURN_ANALYZER_MODEL = True  # the analyzer would run after an archived reply
     await _setup(profile)
     before = await _counts(profile)
@@ -89,6 +92,7 @@ async def test_an_off_the_record_exchange_reaches_no_table_and_no_byte_of_the_da
     assert not await database_sync_to_async(EvolutionRun.objects.exists)()
     needles = forms(said) + forms(answer) + [marker, f"紫藤{marker}"]
     assert await _audit(needles) == []
+    assert any(r.name.startswith("openai") for r in caplog.records)  # debug lines were captured
     assert marker not in caplog.text
     assert markdown._cache.get(markdown._key(answer)) is None  # not even the rendered HTML is cached
 
@@ -175,3 +179,33 @@ async def test_stop_works_off_the_record_and_ending_stops_the_reply_p5(
     assert any("Nothing of it was kept" in f for f in rest)
     assert not any("msg-a_" in f for f in rest)  # the stopped reply's final line never came
     assert await _counts(profile) == (0, 0)
+
+
+async def test_offline_an_off_the_record_line_is_answered_from_memory_without_saying_it_is_saved_p5(
+        connect, user, profile):
+    """P5 with L2: offline, the answer does not claim the line is saved, and nothing is stored."""
+    reset_provider(Offline())
+    try:
+        chat = await connect(user)
+        await frame(chat, "off_start")
+        await chat.ws.receive_from()
+        frames = await off_say(chat, "zzqx 无关的话 🫥", mid=new_mid(1))
+        assert "Nothing is kept off the record" in frames[-1] and "is saved" not in frames[-1]
+        assert await _counts(profile) == (0, 0)
+    finally:
+        reset_provider(None)
+
+
+async def test_a_model_failure_off_the_record_is_shown_and_nothing_is_kept_p5(
+        connect, user, profile, llm_server, llm_provider, caplog):
+    """P5 with L3: a failed reply says so on the page; no line is stored and no log line quotes it."""
+    caplog.set_level(logging.DEBUG, logger="previously")
+    marker = secrets.token_hex(6)
+    llm_server.script(Turn(status=500, message="upstream broke"))
+    chat = await connect(user)
+    await frame(chat, "off_start")
+    await chat.ws.receive_from()
+    frames = await off_say(chat, f"秘密 {marker} 🔐", mid=new_mid(1))
+    assert 'class="error"' in frames[-1] and "reply failed" in frames[-1]
+    assert await _counts(profile) == (0, 0)
+    assert marker not in caplog.text and "failed" in caplog.text
