@@ -16,9 +16,10 @@ from tests.llm_server import Turn
 
 WORDS = {
     "en": {"open": "Off the record", "start": "Start off the record", "end": "End off the record",
-           "before": "after that there is nothing to bring back", "ended": "Nothing of it was kept"},
+           "before": "after that there is nothing to bring back", "ended": "Nothing of it was kept",
+           "dropped": "The connection dropped"},
     "zh": {"open": "不留记录", "start": "开始不留记录", "end": "结束不留记录",
-           "before": "之后没有任何内容可以找回", "ended": "其中的内容一概没有保留"},
+           "before": "之后没有任何内容可以找回", "ended": "其中的内容一概没有保留", "dropped": "连接断开了"},
 }
 
 
@@ -38,6 +39,16 @@ class OffTheRecordInTheBrowser(Chat17Server):
                 page.screenshot(path=str(ARTIFACTS / f"offrecord-{state}-{lang}-{width}-{theme}.png"))
         page.emulate_media(color_scheme="light")
         page.set_viewport_size({"width": 1280, "height": 860})
+
+    def begin(self, page, words) -> None:
+        from playwright.sync_api import expect
+
+        page.goto(self.live_server_url + "/")
+        page.wait_for_function("() => window.htmx && document.querySelector('[ws-connect]')")
+        page.wait_for_timeout(400)  # let the socket open
+        page.locator("#off-start > summary").click()
+        page.get_by_role("button", name=words["start"], exact=True).click()
+        expect(page.locator("#off-record.on")).to_be_visible()
 
     def test_start_talk_see_the_marking_end_and_find_nothing_kept(self):
         from playwright.sync_api import expect, sync_playwright
@@ -79,15 +90,19 @@ class OffTheRecordInTheBrowser(Chat17Server):
                 page.goto(self.live_server_url + "/archive/")
                 expect(page.locator("main")).to_contain_text("An archived line about the sea")
 
-                # A reload ends it too: nothing comes back.
-                page.goto(self.live_server_url + "/")
-                page.wait_for_function("() => window.htmx && document.querySelector('[ws-connect]')")
-                page.wait_for_timeout(400)
-                page.locator("#off-start > summary").click()
-                page.get_by_role("button", name=words["start"], exact=True).click()
-                expect(page.locator("#off-record.on")).to_be_visible()
+                # A dropped connection ends it (the server held it on that socket only), and says so.
+                self.begin(page, words)
                 self.say(page, f"second {marker}")
                 expect(page.locator("#off-messages .msg.assistant:not(.streaming)")).to_contain_text("Fresh start", timeout=20_000)
+                page.evaluate("() => document.querySelector('[ws-connect]')['htmx-internal-data'].webSocket.socket.close()")
+                expect(page.locator("#off-record.on")).to_have_count(0)
+                expect(page.locator("#notices")).to_contain_text(words["dropped"])
+                assert marker not in page.locator("main").inner_text()
+
+                # A reload ends it too: nothing comes back.
+                self.begin(page, words)
+                self.say(page, f"third {marker}")
+                expect(page.locator("#off-messages .msg.assistant:not(.streaming)")).to_contain_text("Okay", timeout=20_000)
                 page.reload()
                 page.wait_for_selector("#composer-text")
                 expect(page.locator("#off-record.on")).to_have_count(0)
