@@ -231,9 +231,13 @@ class ChatConsumer(AsyncWebsocketConsumer):
             lang=self.profile.language,
         )
         if action == "send":
-            html = turn.render("busy", mid=str(data.get("mid") or ""), text=str(data.get("text") or "")[: limits.MESSAGE.chars],
-                               lang=self.profile.language) + html
+            html = self._given_back(data) + html
         await self.send_html(html)
+
+    def _given_back(self, data: dict) -> str:
+        """A refused line off the page's list, its text back in the composer (S3)."""
+        return turn.render("busy", mid=str(data.get("mid") or ""), text=str(data.get("text") or "")[: limits.MESSAGE.chars],
+                           lang=self.profile.language)
 
     async def _off_record(self, action: str) -> None:
         """P5: begin (afresh) or end this socket's off-the-record conversation."""
@@ -251,8 +255,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         the line's text goes back to the composer, and the page leaves off the record."""
         html = off_record.ended(self.profile, lost=True)
         if action == "off_send":
-            html = turn.render("busy", mid=str(data.get("mid") or ""), text=str(data.get("text") or "")[: limits.MESSAGE.chars],
-                               lang=self.profile.language) + html
+            html = self._given_back(data) + html
         await self.send_html(html)
 
     async def _stop_turn(self) -> None:
