@@ -7,6 +7,7 @@ is and htmx swaps it out-of-band. `turn.stop` asks the process holding the profi
 """
 
 import asyncio
+import functools
 import json
 import logging
 from importlib import import_module
@@ -21,7 +22,7 @@ from django.utils.translation import gettext_lazy
 from memory import limits
 from memory.models import Profile
 from memory.models.archive import OBJECT_ID_RE
-from previously.chat import guard, turn
+from previously.chat import guard, off_record, turn
 from previously.chat.db import db_call
 from previously.chat.proactive import should_welcome_back, welcome_back_task
 from previously.push import profile_group, session_group
@@ -35,6 +36,8 @@ TURN_ACTIONS = {
     "send": turn.handle_send, "retry": turn.handle_retry, "reply": turn.handle_reply,
     "regenerate": turn.handle_regenerate, "edit": turn.handle_edit,
 }
+# P5: the frames of an off-the-record conversation (its state is the socket's `off_record`).
+OFF_ACTIONS = {"off_send": off_record.handle_send, "off_regenerate": off_record.handle_regenerate}
 take_turn = db_call(guard.take_turn)
 release_turn = db_call(guard.release_turn)
 renew_turn = db_call(guard.renew_turn)
@@ -110,6 +113,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         self.turns: set[asyncio.Task] = set()
         self.turn_over: asyncio.Event | None = None  # set when this socket's latest turn lets go
         self.waiting = 0  # lines queued behind it
+        self.off_record: off_record.OffRecord | None = None  # P5: lives and dies with this socket
         user = self.scope.get("user")
         if user is None or not user.is_authenticated:
             await self.close(code=4401)
@@ -129,6 +133,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
         await _welcome_back_if_away(self.profile)
 
     async def disconnect(self, code):
+        if getattr(self, "off_record", None) is not None:  # P5: the page closed: it ends here
+            self.off_record.end()
+            self.off_record = None
         if getattr(self, "turns", None):
             # A reply under way still finishes and is archived (nothing lost), page or not.
             await asyncio.wait(set(self.turns), timeout=TURN_DRAIN_SECONDS)
@@ -158,7 +165,22 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if action in ("resync", "choose"):
             self._start(self._run_quick(action, data))
             return
-        handler = TURN_ACTIONS.get(action)
+        if action in ("off_start", "off_end"):
+            await self._off_record(action)
+            return
+        if action in OFF_ACTIONS:
+            if self.off_record is None:  # ended, or this socket never began it (a reconnect)
+                await self._refuse_off(action, data)
+                return
+            handler = functools.partial(OFF_ACTIONS[action], off=self.off_record)
+        elif self.off_record is not None and action in TURN_ACTIONS:
+            # Nothing said while the page is off the record may reach the archive by mistake.
+            await self.send_html(turn.notice(
+                gettext_lazy("This page is off the record: end it to talk on the record again."),
+                lang=self.profile.language))
+            return
+        else:
+            handler = TURN_ACTIONS.get(action)
         if handler is None:
             await self.send_html(turn.notice(
                 format_lazy(gettext_lazy("Unknown action: {action}"), action=action), lang=self.profile.language
@@ -209,8 +231,31 @@ class ChatConsumer(AsyncWebsocketConsumer):
             lang=self.profile.language,
         )
         if action == "send":
-            html = turn.render("busy", mid=str(data.get("mid") or ""), text=str(data.get("text") or "")[: limits.MESSAGE.chars],
-                               lang=self.profile.language) + html
+            html = self._given_back(data) + html
+        await self.send_html(html)
+
+    def _given_back(self, data: dict) -> str:
+        """A refused line off the page's list, its text back in the composer (S3)."""
+        return turn.render("busy", mid=str(data.get("mid") or ""), text=str(data.get("text") or "")[: limits.MESSAGE.chars],
+                           lang=self.profile.language)
+
+    async def _off_record(self, action: str) -> None:
+        """P5: begin (afresh) or end this socket's off-the-record conversation."""
+        if self.off_record is not None:
+            self.off_record.end()
+            self.off_record = None
+        if action == "off_start":
+            self.off_record = off_record.OffRecord()
+            await self.send_html(off_record.started(self.profile))
+        else:
+            await self.send_html(off_record.ended(self.profile))
+
+    async def _refuse_off(self, action: str, data: dict) -> None:
+        """An off-the-record frame with no conversation on this socket: nothing is archived,
+        the line's text goes back to the composer, and the page leaves off the record."""
+        html = off_record.ended(self.profile, lost=True)
+        if action == "off_send":
+            html = self._given_back(data) + html
         await self.send_html(html)
 
     async def _stop_turn(self) -> None:

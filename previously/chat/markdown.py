@@ -109,9 +109,10 @@ def _key(text: str) -> bytes:
     return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
 
 
-def display_html(text: str) -> SafeString:
-    """A reply as the page shows it: its Markdown rendered (cached), or, over
-    PREVIOUSLY_MARKDOWN_MAX_CHARS, its text escaped and kept as written, with a note."""
+def display_html(text: str, *, cache: bool = True) -> SafeString:
+    """A reply as the page shows it: its Markdown rendered (cached unless `cache=False`: an
+    off-the-record line, P5, is kept nowhere), or, over PREVIOUSLY_MARKDOWN_MAX_CHARS, its text
+    escaped and kept as written, with a note."""
     text = text or ""
     if len(text) > max_chars():
         note = gettext(
@@ -119,6 +120,8 @@ def display_html(text: str) -> SafeString:
             "(PREVIOUSLY_MARKDOWN_MAX_CHARS) are not formatted."
         ) % {"length": len(text), "limit": max_chars()}
         return format_html('<p class="md-note">{}</p><div class="md-plain">{}</div>', note, text)
+    if not cache:
+        return mark_safe(render_markdown(text))  # noqa: S308 - nh3 output: only the allow-listed tags
     key = _key(text)
     html = _cache.get(key)
     if html is None:

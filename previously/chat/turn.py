@@ -147,6 +147,12 @@ def notice(text: str, *, level: str = "error", lang: str | None = None) -> str:
     return render("notice", text=text, level=level, lang=lang)
 
 
+def refused_frame(exc: BadFrame, data: dict, *, lang: str) -> str:
+    """The notice for a line the page sent that cannot be taken; its text back when it is given back."""
+    back = render("busy", mid=str(data.get("mid") or ""), text=str(data.get("text") or "")) if exc.give_back else ""
+    return back + notice(exc.args[0], lang=lang)
+
+
 # --- database helpers (sync) -----------------------------------------------------------------
 
 @db_call
@@ -201,19 +207,22 @@ def _reread(profile: Profile) -> Profile:
 
 def prepare(
     profile: Profile, user_message: Message, *, local_time: str | None = None, now: datetime | None = None,
-    images: bool = False,
+    images: bool = False, recent: list[Message] | None = None,
 ) -> Prepared:
-    """Recall and the provider request for a reply to `user_message` (constant queries, O2)."""
+    """Recall and the provider request for a reply to `user_message` (constant queries, O2).
+    `recent`: the turns to replay instead of the slice's (an off-the-record conversation's
+    unsaved lines, P5); recall still searches the archive only."""
     profile = _reread(profile)  # persona/language may have changed
     # The archive write hands back its message with the slice attached: no query then.
     slice_ = user_message.slice
     clock = local_clock(now or timezone.now(), user_message.tz or None, local_time)
-    recent = _recent_turns(user_message)
+    if recent is None:
+        recent = _recent_turns(user_message)
     recalled = recall(
         profile=profile,
         query=user_message.content or prompt.turn_text(user_message),
         now=clock.local,
-        exclude_ids=[user_message.pk, *(m.pk for m in recent)],
+        exclude_ids=[pk for pk in (user_message.pk, *(m.pk for m in recent)) if pk is not None],
         lore=matching_entries(profile.pk, [*(m.content for m in recent), user_message.content]),
     )
     conflicts = contradictions([*recalled.active, *recalled.candidates])
@@ -301,14 +310,20 @@ def store_reply(
     return reply, highlights
 
 
-def offline_reply(profile: Profile, user_message: Message, now: datetime) -> str:
+def offline_reply(profile: Profile, user_message: Message, now: datetime, *, kept: bool = True) -> str:
     """L2: an answer quoting remembered lines with their dates, clearly not from a model.
+    `kept=False`: the line is off the record (P5), so the answer does not say it is saved.
 
     Unlike a model's prompt, which replays the slice's recent turns, this answer may quote the
     current conversation too: only the question itself is left out."""
-    recalled = recall(profile=profile, query=user_message.content, now=now, exclude_ids=[user_message.pk])
+    recalled = recall(profile=profile, query=user_message.content, now=now,
+                      exclude_ids=[user_message.pk] if user_message.pk else [])
     lines = recalled.fragments[:3]
     with for_profile(profile):
+        if not lines and not kept:
+            return gettext(
+                "Offline — no model configured. Nothing is kept off the record; I found nothing related in your memory."
+            )
         if not lines:
             return gettext(
                 "Offline — no model configured. Your message is saved; I found nothing related in your memory yet."
@@ -336,8 +351,7 @@ async def handle_send(profile: Profile, data: dict, send: Send, *, stop: asyncio
     try:
         frame = UserFrame.parse(data)
     except BadFrame as exc:
-        back = render("busy", mid=str(data.get("mid") or ""), text=str(data.get("text") or "")) if exc.give_back else ""
-        await send(back + notice(exc.args[0], lang=lang))
+        await send(refused_frame(exc, data, lang=lang))
         return
     try:
         archived = await _archive_user(profile, frame)
@@ -608,26 +622,56 @@ async def handle_edit(profile: Profile, data: dict, send: Send, *, stop: asyncio
     await reply_to(profile, archived.message, send, local_time=frame.local_time, stop=stop)
 
 
-async def reply_to(
+@dataclass
+class Generated:
+    """A reply streamed into the page, not yet kept anywhere (`generate`)."""
+
+    prepared: Prepared
+    lang: str
+    raw: str
+    content: str
+    favs: list[str]
+    status: str
+    kind: str
+    error: str
+    mid: str
+
+    @property
+    def stopped(self) -> bool:
+        return self.status == Message.Status.STOPPED
+
+    def unsaved(self, user_message: Message, *, with_raw: bool = True) -> Message:
+        """The reply as an unsaved line of `user_message`'s slice."""
+        return Message(
+            profile=self.prepared.profile, slice=self.prepared.slice, mid=self.mid,
+            speaker=Message.Speaker.ASSISTANT, content=self.content,
+            raw_content=self.raw if with_raw and self.raw != self.content else "", status=self.status,
+            message_type=self.kind, created_at=timezone.now(), tz=user_message.tz,
+        )
+
+
+async def generate(
     profile: Profile, user_message: Message, send: Send, *, local_time: str | None = None,
-    stop: asyncio.Event | None = None,
-) -> Message:
-    """Recall, prompt, stream the reply into the page, archive it, act on its markers.
-    A reply stopped by the person (U2) is archived as far as it went, status stopped."""
-    lang = profile.language
+    stop: asyncio.Event | None = None, recent: list[Message] | None = None, list_id: str = "messages",
+    kept: bool = True,
+) -> Generated:
+    """Recall, prompt and stream the reply to `user_message` into the page (into the list
+    `list_id`); nothing is stored here. `recent` replaces the slice's replayed turns and
+    `kept=False` says the line is not kept (an off-the-record conversation, P5)."""
     umid = user_message.mid
     provider = get_provider()
     prepared = await db_call(prepare)(
-        profile, user_message, local_time=local_time, images=getattr(provider, "supports_images", False)
+        profile, user_message, local_time=local_time, images=getattr(provider, "supports_images", False),
+        recent=recent,
     )
     lang = prepared.profile.language
     provider = provider_for(prepared.profile)  # the companion's own model and temperature (issue 17)
-    await send(render("reply_start", umid=umid, lang=lang, offline=provider.offline))
+    await send(render("reply_start", umid=umid, lang=lang, offline=provider.offline, list_id=list_id))
     cleaner = markers.StreamCleaner()
     error = ""
     stopped = False
     if provider.offline:
-        text = await db_call(offline_reply)(prepared.profile, user_message, prepared.clock.local)
+        text = await db_call(offline_reply)(prepared.profile, user_message, prepared.clock.local, kept=kept)
         cleaner.feed(text)
         await send(render("token", umid=umid, text=text))
     else:
@@ -650,30 +694,36 @@ async def reply_to(
         favs = []  # a failed or stopped reply's markers are not acted on
     status = Message.Status.FAILED if error else Message.Status.STOPPED if stopped else Message.Status.COMPLETE
     kind = Message.Type.SYSTEM if provider.offline else Message.Type.TEXT
-    mid = assistant_mid()
+    return Generated(prepared=prepared, lang=lang, raw=cleaner.raw, content=content, favs=favs, status=status,
+                     kind=kind, error=error, mid=assistant_mid())
+
+
+async def reply_to(
+    profile: Profile, user_message: Message, send: Send, *, local_time: str | None = None,
+    stop: asyncio.Event | None = None,
+) -> Message:
+    """Recall, prompt, stream the reply into the page, archive it, act on its markers.
+    A reply stopped by the person (U2) is archived as far as it went, status stopped."""
+    umid = user_message.mid
+    made = await generate(profile, user_message, send, local_time=local_time, stop=stop)
+    prepared, lang, content, error, mid = made.prepared, made.lang, made.content, made.error, made.mid
+    status, kind, stopped = made.status, made.kind, made.stopped
     note = ""
     if user_message.pk is None:  # A3: its line is not saved yet; both are saved together later
-        reply = Message(
-            profile=prepared.profile, slice=prepared.slice, mid=mid, speaker=Message.Speaker.ASSISTANT,
-            content=content, raw_content=cleaner.raw if cleaner.raw != content else "", status=status,
-            message_type=kind, created_at=timezone.now(), tz=user_message.tz,
-        )
+        reply = made.unsaved(user_message)
         await guard.reply_archived()  # S3: the profile may start its next turn now
         await markdown.warm([content])  # issue 24 point 4: rendered off the loop
         await send(render_message(reply, lang=lang, oob=f"outerHTML:#reply-{umid}", notice="pending", reply_to=umid, error=error))
         return reply
     try:
         reply, _ = await db_call(store_reply)(
-            prepared.profile, user_message, mid=mid, raw=cleaner.raw, content=content, favs=favs,
+            prepared.profile, user_message, mid=mid, raw=made.raw, content=content, favs=made.favs,
             status=status, message_type=kind, trace=prepared.trace,
         )
     except Exception:
         # A3: the reply is still delivered, with a visible notice.
         log.exception("archiving reply %s failed", mid)
-        reply = Message(
-            profile=prepared.profile, slice=prepared.slice, mid=mid, speaker=Message.Speaker.ASSISTANT,
-            content=content, status=status, message_type=kind, created_at=timezone.now(), tz=user_message.tz,
-        )
+        reply = made.unsaved(user_message, with_raw=False)
         note = "unsaved"
     if reply.pk:
         await db_call(mark_alternatives)([reply])

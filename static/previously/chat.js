@@ -22,7 +22,9 @@
       sign + pad(Math.floor(off / 60)) + ":" + pad(off % 60);
   }
 
-  function messages() { return document.getElementById("messages"); }
+  // P5: while the page is off the record its lines go to their own list, never #messages.
+  function offRecord() { return document.querySelector("#off-record.on"); }
+  function messages() { return document.getElementById(offRecord() ? "off-messages" : "messages"); }
 
   function nearBottom(el) { return el.scrollHeight - el.scrollTop - el.clientHeight < 120; }
 
@@ -49,7 +51,8 @@
   // Issue 25 point 1: a reply is streaming (or a line already waits behind it), so a line sent
   // now waits; the server answers it when the reply ends, in order. Send says so meanwhile.
   function replyUnderWay() {
-    return !!document.querySelector("#messages .msg.streaming, #messages .msg.user.queued");
+    var list = messages();
+    return !!(list && list.querySelector(".msg.streaming, .msg.user.queued"));
   }
 
   function syncWaiting() {
@@ -83,7 +86,11 @@
     if (!text) { evt.preventDefault(); return; }
     var mid = newMid();
     params.mid = mid;
-    if (form.dataset.edits) {
+    if (offRecord()) {
+      params.action = "off_send";  // said off the record: the server keeps it nowhere (P5)
+      delete form.dataset.edits;
+      form.classList.remove("editing");
+    } else if (form.dataset.edits) {
       // U2: edit and resend — the edited text is a new line; the server hides the old one.
       params.action = "edit";
       params.edits = form.dataset.edits;
@@ -124,9 +131,38 @@
     scrollDown(false);
   });
 
+  // P5: the socket closed (a dropped connection, a server restart) while off the record: the
+  // conversation lived on that socket only, so it ended; the page says so (in its language).
+  function endOffRecordHere() {
+    var region = offRecord();
+    if (!region) { return; }
+    var said = region.dataset.lost || "";
+    region.classList.remove("on");
+    region.textContent = "";
+    var box = document.getElementById("notices");
+    if (box && said) {
+      var p = document.createElement("p");
+      p.className = "notice info";
+      p.setAttribute("role", "alert");
+      p.textContent = said;
+      box.appendChild(p);
+    }
+  }
+  document.addEventListener("htmx:wsClose", endOffRecordHere);
+  // Once it has begun, its explanation folds away and the composer is ready.
+  document.addEventListener("htmx:wsAfterMessage", function () {
+    var start = document.getElementById("off-start");
+    if (offRecord() && start && start.open) {
+      start.open = false;
+      var box = document.getElementById("composer-text");
+      if (box) { box.focus(); }
+    }
+  });
+
   // On every (re)connect — after a network blip, a server restart or a Redis restart — ask for
   // the lines archived after the last one shown; they swap in by id (never doubled).
   document.addEventListener("htmx:wsOpen", function (evt) {
+    endOffRecordHere();  // a reconnect: the server holds no off-the-record conversation any more
     var shown = document.querySelectorAll("#messages article[data-mid]");
     var last = shown.length ? shown[shown.length - 1].getAttribute("data-mid") : "";
     if (!last || !evt.detail || !evt.detail.socketWrapper) { return; }
