@@ -25,6 +25,7 @@ from memory.models.archive import OBJECT_ID_RE
 from previously.chat import guard, off_record, turn
 from previously.chat.db import db_call
 from previously.chat.proactive import should_welcome_back, welcome_back_task
+from previously.llm import gate
 from previously.push import profile_group, session_group
 
 log = logging.getLogger(__name__)
@@ -159,6 +160,9 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.close(code=4401)
             return
         action = data.get("action") or "send"
+        if action == "typing":  # a line is coming: background model work gives way now (issue 26)
+            gate.typing()
+            return
         if action == "stop":
             await self._stop_turn()
             return

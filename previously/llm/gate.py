@@ -15,6 +15,11 @@ generated when the person sends a line would hold their reply back for as long a
   streamed (small local servers cannot stream tool calls reliably); it is capped by its
   `max_tokens` and the next step waits.
 
+- A person typing counts too (`typing()`, from the chat page's keystrokes, for `TYPING_HOLD`
+  seconds after the last): a CPU server cannot stop reading a prompt it has begun, so a
+  welcome-back set aside only when the line is sent would still hold the reply back for the
+  rest of its prompt. Set aside at the first keystroke, that prompt is read while they type.
+
 The gate is per process. With several server processes and a task worker (O3), a turn holds
 the background calls of its own process only; a worker's evolution step may still be in flight
 on a shared model server when a turn in another process starts (the step is capped by
@@ -26,8 +31,11 @@ import threading
 import time
 from collections.abc import Iterator
 
+TYPING_HOLD = 8.0  # seconds after the last keystroke signal that a line is taken to be coming
+
 _lock = threading.Condition()
 _turns = 0
+_typing_until = 0.0
 
 
 @contextlib.contextmanager
@@ -44,14 +52,33 @@ def turn() -> Iterator[None]:
             _lock.notify_all()
 
 
+def typing(hold: float = TYPING_HOLD) -> None:
+    """A person is typing a line: for `hold` seconds background calls wait and a streamed one
+    gives way, as for a turn (never blocks)."""
+    global _typing_until
+    with _lock:
+        _typing_until = max(_typing_until, time.monotonic() + hold)
+
+
 def turn_in_flight() -> bool:
     return _turns > 0
 
 
+def person_waiting() -> bool:
+    """A turn in flight, or a line being typed: what background calls give way to."""
+    return _turns > 0 or time.monotonic() < _typing_until
+
+
 def wait_idle(patience: float) -> float:
-    """Block (a background thread) while a turn is in flight, at most `patience` seconds; the
-    seconds waited."""
+    """Block (a background thread) while a person is waiting (`person_waiting`), at most
+    `patience` seconds; the seconds waited."""
     started = time.monotonic()
+    deadline = started + patience
     with _lock:
-        _lock.wait_for(lambda: _turns == 0, timeout=patience)
+        while True:
+            now = time.monotonic()
+            if now >= deadline or (_turns == 0 and now >= _typing_until):
+                break
+            # A turn's end notifies; the end of a typing hold is a time, so wake for it.
+            _lock.wait(timeout=(deadline if _turns else min(deadline, _typing_until)) - now)
     return time.monotonic() - started

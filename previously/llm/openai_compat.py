@@ -171,7 +171,7 @@ class OpenAICompatible:
             stream = self._sync.chat.completions.create(stream=True, **kwargs)
             with stream:
                 for chunk in stream:
-                    if gate.turn_in_flight():
+                    if gate.person_waiting():
                         raise Preempted("set aside for a person's turn")
                     if chunk.choices:
                         choice = chunk.choices[0]

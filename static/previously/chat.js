@@ -161,12 +161,26 @@
 
   // On every (re)connect — after a network blip, a server restart or a Redis restart — ask for
   // the lines archived after the last one shown; they swap in by id (never doubled).
+  var socket = null;  // the open socket's wrapper, for the typing signal below
   document.addEventListener("htmx:wsOpen", function (evt) {
+    socket = evt.detail && evt.detail.socketWrapper;
     endOffRecordHere();  // a reconnect: the server holds no off-the-record conversation any more
     var shown = document.querySelectorAll("#messages article[data-mid]");
     var last = shown.length ? shown[shown.length - 1].getAttribute("data-mid") : "";
     if (!last || !evt.detail || !evt.detail.socketWrapper) { return; }
     evt.detail.socketWrapper.send(JSON.stringify({ action: "resync", after: last }));
+  });
+
+  // Issue 26: keystrokes tell the server a line is coming (at most one frame every 2 s), so
+  // background model work — a welcome-back being written — gives way while the person types;
+  // a local model reads that prompt then, not after Send.
+  var typingSent = 0;
+  document.addEventListener("input", function (evt) {
+    if (!socket || !evt.target || evt.target.id !== "composer-text") { return; }
+    var now = Date.now();
+    if (now - typingSent < 2000) { return; }
+    typingSent = now;
+    socket.send(JSON.stringify({ action: "typing" }));
   });
 
   // --- Image messages (SPEC A7): button, paste or drop → a multipart POST (htmx, CSRF header

@@ -15,7 +15,7 @@ from django.db import DatabaseError
 from memory.archive import archive_message
 from memory.models import Highlight, Message
 from previously.chat import turn
-from previously.llm import reset_provider
+from previously.llm import gate, reset_provider
 from previously.llm.offline import Offline
 from previously.push import profile_group
 from previously.routing import websocket_urlpatterns
@@ -310,3 +310,15 @@ async def test_an_unsaved_line_that_never_saves_is_named_and_nothing_is_half_sto
     assert "replying anyway" in frames[-1]
     assert "still could not be saved" in await chat.ws.receive_from(timeout=5)
     assert await rows(profile) == []
+
+
+async def test_a_typing_frame_sets_background_model_work_aside_and_answers_nothing(connect, user, profile, llm_server, llm_provider, monkeypatch):
+    """Issue 26 point 2: the composer's keystrokes send {"action": "typing"}; background calls
+    give way to the line that is coming (previously.llm.gate)."""
+    monkeypatch.setattr(gate, "_typing_until", 0.0)  # and back after the test: no hold leaks into the next
+    chat = await connect(user)
+    assert not gate.person_waiting()
+    await chat.ws.send_json_to({"action": "typing"})
+    assert await chat.ws.receive_nothing(timeout=0.5)
+    assert gate.person_waiting()
+    assert llm_server.requests == []
