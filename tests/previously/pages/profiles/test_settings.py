@@ -46,7 +46,7 @@ def test_the_model_servers_list_is_offered_and_a_choice_is_saved(logged_in, prof
     assert response.status_code == 200
     assert '<select name="model"' in html
     assert '<option value="llama3.1:8b">llama3.1:8b</option>' in html
-    assert "The environment’s (qwen2.5:7b)" in html  # the empty choice names the fallback
+    assert "The server’s default (qwen2.5:7b)" in html  # the empty choice names the fallback
     assert_csp_clean(response)
 
     response = logged_in.post(url(profile), {**VALID, "model": "llama3.1:8b", "temperature": "0.4",
@@ -68,7 +68,7 @@ def test_a_model_the_server_does_not_list_is_refused_from_the_list(logged_in, pr
 def test_without_a_list_a_name_is_typed_and_the_fallback_is_named(logged_in, profile, silent_server):
     html = logged_in.get(url(profile)).content.decode()
     assert '<input type="text" name="model"' in html
-    assert "does not list its models" in html and "env-model" in html
+    assert "lists its models now" in html and "env-model" in html
     response = logged_in.post(url(profile), {**VALID, "model": "  my-local-model  "})
     assert response.status_code == 302
     assert Profile.objects.get(pk=profile.pk).model == "my-local-model"
