@@ -83,6 +83,7 @@ class CompanionSettingsForm(ProfileEditForm):
                 choices=[("", default), *self._listed_choices(lists)], required=False, label=field.label,
                 help_text=_("The models each connection lists, under its name."),
             )
+            self.initial["model"] = choice_value(self.instance.model_connection_id, self.instance.model)
         else:
             field.help_text = _(
                 "No connection lists its models now: type a model name, or leave empty for %(default)s."

@@ -6,8 +6,8 @@ from django.urls import reverse
 
 from memory.models import Connection, ModelChoice, Profile
 from previously.llm import reset_provider
-from previously.llm.select import provider_for
 from previously.llm.openai_compat import OpenAICompatible
+from previously.llm.select import provider_for
 from tests.csp import assert_csp_clean
 from tests.llm_server import FakeLLMServer
 
