@@ -79,9 +79,10 @@ class CompanionSettingsForm(ProfileEditForm):
         field = self.fields["model"]
         default = _("The server’s default (%(model)s)") % {"model": default_model or "—"}
         if any(found.models for found in lists):
+            choices, unlisted = self._listed_choices(lists)
             self.fields["model"] = forms.ChoiceField(
-                choices=[("", default), *self._listed_choices(lists)], required=False, label=field.label,
-                help_text=_("The models each connection lists, under its name."),
+                choices=[("", default), *choices], required=False, label=field.label,
+                help_text=unlisted or _("The models each connection lists, under its name."),
             )
             self.initial["model"] = choice_value(self.instance.model_connection_id, self.instance.model)
         else:
@@ -97,9 +98,10 @@ class CompanionSettingsForm(ProfileEditForm):
             )
         self.fields["tz"].widget.attrs.update({"autocomplete": "off", "spellcheck": "false"})
 
-    def _listed_choices(self, lists: Sequence[ModelList]) -> list:
+    def _listed_choices(self, lists: Sequence[ModelList]) -> tuple[list, str]:
         """One group per connection, named; the current model kept with a note when no list
-        holds it any more (its server is down, or it was removed there)."""
+        holds it any more (its server is down, or it was removed there), and that note in
+        full for the help text (a narrow screen cuts the option's text)."""
         groups = [(found.label, [(choice_value(found.connection, m), m) for m in found.models])
                   for found in lists if found.models]
         current, connection = self.instance.model, self.instance.model_connection_id
@@ -108,7 +110,10 @@ class CompanionSettingsForm(ProfileEditForm):
             note = (_("%(model)s (%(connection)s; no longer listed)") % {"model": current, "connection": named}
                     if named else _("%(model)s (no longer listed)") % {"model": current})
             groups.insert(0, (choice_value(connection, current), note))
-        return groups
+            return groups, _(
+                "“%(model)s” is no longer listed; it stays this companion’s model until you choose another."
+            ) % {"model": current}
+        return groups, ""
 
     def clean_model(self):
         value = (self.cleaned_data.get("model") or "").strip()

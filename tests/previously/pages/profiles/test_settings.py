@@ -162,6 +162,7 @@ def test_a_model_no_longer_listed_stays_the_current_value_with_a_note(logged_in,
     away.models = ["llama3.2:3b"]  # the server dropped it
     html = logged_in.get(url(profile)).content.decode()
     assert f'<option value="{second.pk}|llama3.1:8b" selected>llama3.1:8b (Hosted ☁️; no longer listed)</option>' in html
+    assert "“llama3.1:8b” is no longer listed; it stays this companion’s model" in html  # in full, for narrow screens
     # Saving the page unchanged keeps it, connection and all.
     assert logged_in.post(url(profile), {**VALID, "model": f"{second.pk}|llama3.1:8b"}).status_code == 302
     assert Profile.objects.filter(pk=profile.pk, model="llama3.1:8b", model_connection=second).exists()
