@@ -79,7 +79,7 @@ class Tunable:
         if not isinstance(value, str):
             return "text"
         if self.choices and value not in self.choices:
-            return f"one of {', '.join(self.choices)}"
+            return f"one of {', '.join(c or '(unset)' for c in self.choices)}"
         if self.valid is not None and not self.valid(value):
             return self.shape
         return None
