@@ -13,6 +13,7 @@ from django.views.decorators.http import require_POST
 from memory.models import Connection, ModelChoice
 from memory.recall import embedding
 from memory.sealed import Unreadable, seal, unseal
+from previously.llm.openai_compat import model_ids
 from previously.pages.connections.forms import ChoiceForm, ConnectionForm
 from previously.pages.current_profile import current_profile
 from previously.pages.staff import staff_required
@@ -47,7 +48,7 @@ def in_plain_words(error: Exception) -> str:
 def models_of(conn: Connection) -> tuple[list[str], str]:
     """The models the connection lists, or an empty list and the reason in plain words."""
     try:
-        return sorted({m.id for m in _client(conn).models.list() if getattr(m, "id", None)}), ""
+        return model_ids(_client(conn)), ""
     except (openai.OpenAIError, OSError, Unreadable) as error:
         return [], in_plain_words(error)
 
@@ -112,7 +113,7 @@ def connection_test(request, pk: int):
     result = {"conn": conn.pk, "ok": False}
     try:
         client = _client(conn)
-        ids = sorted({m.id for m in client.models.list() if getattr(m, "id", None)})
+        ids = model_ids(client)
         choice = ModelChoice.current()
         model = choice.chat_model if choice.chat_connection_id == conn.pk and choice.chat_model else (ids or [""])[0]
         if model:
