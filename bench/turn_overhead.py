@@ -16,7 +16,6 @@ import random
 import statistics
 import time
 
-from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
@@ -24,7 +23,7 @@ from django.utils import timezone
 
 from memory.archive import archive_message
 from memory.models import Message, Profile, Slice
-from memory.recall import vectors
+from memory.recall import embedding, vectors
 from memory.recall.index import index_messages, optimize_index
 from memory.recall.tokenize import tokenize_r1
 
@@ -163,7 +162,7 @@ def run(*, sizes: list[int], turns: int, rounds: int, english: list[str], questi
     out = {
         "turn": "archive_message (+ index) → previously.chat.turn.prepare (recall, card, briefing, prompt)",
         "rounds": rounds, "turns_per_round": turns, "sizes": {},
-        "embeddings": str(settings.PREVIOUSLY_EMBEDDINGS),
+        "embeddings": embedding.kind(),  # the environment's, else the connections page's, else local
     }
     seeded, counter = 0, 0
     for size in sorted(sizes):

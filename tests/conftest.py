@@ -111,6 +111,17 @@ def llm_provider(llm_server, settings):
 
 
 @pytest.fixture(autouse=True)
+def _embedding_choice_read_afresh():
+    """memory.recall.embedding keeps the connections page's embedding choice (O4) per process,
+    until a change is noticed: each test reads its own database's."""
+    from memory.recall import embedding
+
+    embedding.forget_remote()
+    yield
+    embedding.forget_remote()
+
+
+@pytest.fixture(autouse=True)
 def _tasks_run_immediately(settings):
     # Tests see a task's effects when enqueue returns; the thread pool has its own test.
     settings.TASKS = {"default": {"BACKEND": "django.tasks.backends.immediate.ImmediateBackend"}}

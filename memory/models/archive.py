@@ -65,19 +65,20 @@ class ProfileQuerySet(models.QuerySet):
 class ProfileManager(models.Manager.from_queryset(ProfileQuerySet)):
     def reread(self, profile: "Profile") -> "Profile":
         """A copy of `profile` with the fields a prompt reads (name, persona, language, and the
-        model and temperature of its companion settings) as stored now.
+        model, its connection and the temperature of its companion settings) as stored now.
 
         Plain SQL: one primary-key read, on every turn, where the ORM's query building cost
         ten times the read itself (BENCH §2)."""
         with connections[self.db].cursor() as cursor:
             cursor.execute(
-                "SELECT name, persona, language, model, temperature FROM memory_profile WHERE id = %s", [profile.pk]
+                "SELECT name, persona, language, model, model_connection_id, temperature FROM memory_profile"
+                " WHERE id = %s", [profile.pk]
             )
             row = cursor.fetchone()
         if row is None:
             raise Profile.DoesNotExist(f"profile {profile.pk} is gone")
         fresh = copy.copy(profile)
-        fresh.name, fresh.persona, fresh.language, fresh.model, fresh.temperature = row
+        fresh.name, fresh.persona, fresh.language, fresh.model, fresh.model_connection_id, fresh.temperature = row
         return fresh
 
 
@@ -96,6 +97,9 @@ class Profile(models.Model):
     proactive_enabled = models.BooleanField(default=True, verbose_name=_("proactive enabled"))
     # Companion settings (issue 17 point 8): empty / NULL means "the environment's".
     model = models.CharField(max_length=200, blank=True, verbose_name=_("model"))
+    # The connection whose list `model` was picked from (O4); NULL: the server's default one.
+    model_connection = models.ForeignKey("memory.Connection", null=True, blank=True, on_delete=models.SET_NULL,
+                                         related_name="+", verbose_name=_("model connection"))
     temperature = models.FloatField(
         null=True, blank=True, validators=[MinValueValidator(0.0), MaxValueValidator(2.0)], verbose_name=_("temperature")
     )

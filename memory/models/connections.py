@@ -31,6 +31,14 @@ class ModelChoice(models.Model):
                                         related_name="+", verbose_name=_("chat connection"))
     chat_model = models.CharField(max_length=200, blank=True, verbose_name=_("chat model"))
     agent_model = models.CharField(max_length=200, blank=True, verbose_name=_("agent model"))
+    # Hybrid recall's sentence vectors (R8): "" = not chosen here (the in-process model), or the
+    # words PREVIOUSLY_EMBEDDINGS takes: `local`, `openai` (a connection's model), `off`.
+    embeddings = models.CharField(max_length=10, blank=True, choices=[
+        ("local", _("the in-process model")), ("openai", _("a connection's model")), ("off", _("off"))],
+        verbose_name=_("embeddings"))
+    embedding_connection = models.ForeignKey(Connection, null=True, blank=True, on_delete=models.SET_NULL,
+                                             related_name="+", verbose_name=_("embedding connection"))
+    embedding_model = models.CharField(max_length=200, blank=True, verbose_name=_("embedding model"))
     version = models.PositiveBigIntegerField(default=0, verbose_name=_("version"))
 
     class Meta:
@@ -49,6 +57,11 @@ class ModelChoice(models.Model):
         """A connection or a choice changed: every process chooses its provider again."""
         cls.objects.get_or_create(pk=1)
         cls.objects.filter(pk=1).update(version=models.F("version") + 1)
+
+    @classmethod
+    def stored_embeddings(cls) -> str:
+        """The embeddings chosen on the connections page ("" when none was), without writing."""
+        return cls.objects.filter(pk=1).values_list("embeddings", flat=True).first() or ""
 
     @classmethod
     def current_version(cls) -> int:

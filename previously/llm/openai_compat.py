@@ -208,13 +208,18 @@ class OpenAICompatible:
         )
 
 
+def model_ids(client: openai.OpenAI) -> list[str]:
+    """The model ids an endpoint lists (GET /models), sorted; raises the SDK's errors."""
+    return sorted({m.id for m in client.models.list() if getattr(m, "id", None)})
+
+
 def list_models(base_url: str, api_key: str = "", timeout: float = 3.0) -> list[str] | None:
     """The model ids the endpoint lists (GET /models), sorted; None when it lists none or
     cannot be asked — the settings page then takes a typed name."""
     key = api_key or "not-needed"
     client = openai.OpenAI(base_url=base_url.rstrip("/"), api_key=key, max_retries=0, timeout=timeout)
     try:
-        ids = sorted({m.id for m in client.models.list() if getattr(m, "id", None)})
+        ids = model_ids(client)
     except (openai.OpenAIError, OSError):
         return None
     return ids or None

@@ -5,8 +5,10 @@ endpoint's default temperature).
 
 The choice is kept per process. A change made on the connections page bumps
 `ModelChoice.version`; each process compares it at most every PREVIOUSLY_CONNECTION_CHECK_SECONDS
-and chooses again, so no restart is needed, in any process. A provider installed with
-`reset_provider(provider)` (tests) stays until reset."""
+and chooses again, so no restart is needed, in any process; the same change makes
+`memory.recall.embedding` read its stored choice again (embeddings chosen on the page). A companion
+whose model was picked from another connection's list is answered through that connection
+(`provider_for`). A provider installed with `reset_provider(provider)` (tests) stays until reset."""
 
 import asyncio
 import json
@@ -14,28 +16,32 @@ import logging
 import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 
 from django.conf import settings
 from django.db import connections
+from django.utils.translation import gettext
 
-from memory.models import ModelChoice
+from memory.models import Connection, ModelChoice
+from memory.recall import embedding
 from memory.sealed import Unreadable, unseal
 from previously.llm.base import Provider
 from previously.llm.offline import Offline
 from previously.llm.openai_compat import OpenAICompatible, Timeouts, context_window, list_models
 
 log = logging.getLogger(__name__)
-OLLAMA_URL = "http://127.0.0.1:11434/v1"
 _provider: Provider | None = None
 # What the choice was made from: the version of the stored choices, when it was last compared,
-# whether a test pinned the provider, the key and agent model of a stored connection.
-_state = {"version": None, "checked": 0.0, "pinned": False, "api_key": "", "agent_model": ""}
+# whether a test pinned the provider, the chosen connection and its agent model.
+_state = {"version": None, "checked": 0.0, "pinned": False, "connection": None, "agent_model": ""}
+_keys: dict[str, str] = {}  # base URL -> API key of the endpoints in use (context window, model lists)
+_by_connection: dict[int, Provider | None] = {}  # companions' own connections (O4)
 
 
 def get_provider() -> Provider:
     global _provider
-    if _provider is not None and not _state["pinned"] and _stored_choice_changed():
-        _provider = None
+    if not _state["pinned"]:
+        follow_stored_choice()
     if _provider is None:
         _provider = _choose()
         log.info("model provider: %s %s", _provider.name, _provider.model)
@@ -48,6 +54,20 @@ def reset_provider(provider: Provider | None = None) -> None:
     _provider = provider
     _state.update(pinned=provider is not None, version=None, checked=0.0)
     _window.clear()
+    _by_connection.clear()
+
+
+def follow_stored_choice() -> bool:
+    """A change made on the connections page, in any process (ModelChoice.version, compared at
+    most every PREVIOUSLY_CONNECTION_CHECK_SECONDS): forget the provider, the companions'
+    connections and the embedding choice, so each is chosen again from what is stored now."""
+    global _provider
+    if not _stored_choice_changed():
+        return False
+    _provider = None
+    _by_connection.clear()
+    embedding.forget_remote()
+    return True
 
 
 def _off_the_loop(read):
@@ -69,8 +89,8 @@ def _off_the_loop(read):
 
 
 def _stored_choice_changed() -> bool:
-    if settings.PREVIOUSLY_LLM_BASE_URL:
-        return False  # the environment wins; nothing stored is read
+    if settings.PREVIOUSLY_LLM_BASE_URL and settings.PREVIOUSLY_EMBEDDINGS:
+        return False  # the environment wins for all of it; nothing stored is read
     now = time.monotonic()
     if now - _state["checked"] < settings.PREVIOUSLY_CONNECTION_CHECK_SECONDS:
         return False
@@ -80,7 +100,9 @@ def _stored_choice_changed() -> bool:
     except Exception:  # noqa: BLE001 - no database here (a command before migrate): keep the choice
         log.warning("model connections could not be read", exc_info=True)
         return False
-    return version != _state["version"]
+    changed = version != _state["version"]
+    _state["version"] = version
+    return changed
 
 
 def _stored() -> tuple[int, dict | None]:
@@ -89,7 +111,7 @@ def _stored() -> tuple[int, dict | None]:
     conn = choice.chat_connection
     if conn is None:
         return choice.version, None
-    return choice.version, {"base_url": conn.base_url, "sealed_key": conn.sealed_key,
+    return choice.version, {"pk": conn.pk, "base_url": conn.base_url, "sealed_key": conn.sealed_key,
                             "chat_model": choice.chat_model, "agent_model": choice.agent_model}
 
 
@@ -99,7 +121,7 @@ def _from_connection() -> Provider | None:
     except Exception:  # noqa: BLE001 - see _stored_choice_changed
         log.warning("model connections could not be read", exc_info=True)
         return None
-    _state.update(version=version, checked=time.monotonic(), api_key="", agent_model="")
+    _state.update(version=version, checked=time.monotonic(), connection=None, agent_model="")
     if stored is None:
         return None
     try:
@@ -107,12 +129,15 @@ def _from_connection() -> Provider | None:
     except Unreadable:
         log.error("the chosen connection's API key cannot be read (PREVIOUSLY_CONNECTION_SECRET changed?)")
         return None
-    _state.update(api_key=key, agent_model=stored["agent_model"])
-    return OpenAICompatible(
-        base_url=stored["base_url"], api_key=key,
-        model=settings.PREVIOUSLY_LLM_MODEL or stored["chat_model"] or "default",
-        supports_images=settings.PREVIOUSLY_LLM_IMAGES, timeouts=timeouts(),
-    )
+    _state.update(connection=stored["pk"], agent_model=stored["agent_model"])
+    return _endpoint(stored["base_url"], key, settings.PREVIOUSLY_LLM_MODEL or stored["chat_model"] or "default")
+
+
+def _endpoint(base_url: str, api_key: str, model: str) -> OpenAICompatible:
+    """The provider for one OpenAI-compatible endpoint, with this server's image switch and timeouts."""
+    _keys[base_url.rstrip("/")] = api_key
+    return OpenAICompatible(base_url=base_url, api_key=api_key, model=model,
+                            supports_images=settings.PREVIOUSLY_LLM_IMAGES, timeouts=timeouts())
 
 
 def _choose() -> Provider:
@@ -121,20 +146,17 @@ def _choose() -> Provider:
         if chosen is not None:
             return chosen
     if settings.PREVIOUSLY_LLM_BASE_URL:
-        return OpenAICompatible(
-            base_url=settings.PREVIOUSLY_LLM_BASE_URL,
-            api_key=settings.PREVIOUSLY_LLM_API_KEY,
-            model=settings.PREVIOUSLY_LLM_MODEL or "default",
-            supports_images=settings.PREVIOUSLY_LLM_IMAGES,
-            timeouts=timeouts(),
-        )
+        return _endpoint(settings.PREVIOUSLY_LLM_BASE_URL, settings.PREVIOUSLY_LLM_API_KEY,
+                         settings.PREVIOUSLY_LLM_MODEL or "default")
     model = _probe_ollama()
     if model:
-        return OpenAICompatible(
-            base_url=OLLAMA_URL, api_key="", model=settings.PREVIOUSLY_LLM_MODEL or model,
-            supports_images=settings.PREVIOUSLY_LLM_IMAGES, timeouts=timeouts(),
-        )
+        return _endpoint(settings.PREVIOUSLY_OLLAMA_URL, "", settings.PREVIOUSLY_LLM_MODEL or model)
     return Offline()
+
+
+def found_ollama(provider: Provider) -> bool:
+    """Whether `provider` is the local Ollama found by itself (nothing chosen or set)."""
+    return getattr(provider, "base_url", None) == settings.PREVIOUSLY_OLLAMA_URL.rstrip("/")
 
 
 def timeouts() -> Timeouts:
@@ -164,26 +186,26 @@ def output_cap(use: str) -> int:
 _window: dict[str, int | None] = {}
 
 
-def context_tokens() -> int | None:
+def context_tokens(provider: Provider | None = None) -> int | None:
     """The model's context window in tokens: PREVIOUSLY_MODEL_CONTEXT_TOKENS when set, else
-    what the configured server reports (asked once per process), else None (unknown)."""
+    what the server of `provider` (default: the process's) reports (asked once per process),
+    else None (unknown)."""
     if settings.PREVIOUSLY_MODEL_CONTEXT_TOKENS:
         return settings.PREVIOUSLY_MODEL_CONTEXT_TOKENS
-    provider = get_provider()
+    provider = provider or get_provider()
     base_url = getattr(provider, "base_url", "")
     if provider.offline or not base_url:
         return None
     if base_url not in _window:
-        api_key = settings.PREVIOUSLY_LLM_API_KEY if base_url == settings.PREVIOUSLY_LLM_BASE_URL.rstrip("/") else _state["api_key"]
-        _window[base_url] = context_window(base_url, api_key)
+        _window[base_url] = context_window(base_url, _keys.get(base_url, ""))
         log.info("model context window at %s: %s tokens", base_url, _window[base_url])
     return _window[base_url]
 
 
 def _probe_ollama(timeout: float = 0.5) -> str | None:
-    """The first model a local Ollama lists, or None when nothing answers."""
+    """The first model a local Ollama (PREVIOUSLY_OLLAMA_URL) lists, or None when nothing answers."""
     try:
-        with urllib.request.urlopen(f"{OLLAMA_URL}/models", timeout=timeout) as response:
+        with urllib.request.urlopen(f"{settings.PREVIOUSLY_OLLAMA_URL.rstrip('/')}/models", timeout=timeout) as response:
             data = json.load(response)
     except (OSError, ValueError):
         return None
@@ -192,11 +214,42 @@ def _probe_ollama(timeout: float = 0.5) -> str | None:
 
 
 def agent_model(profile=None) -> str:
-    """The model name for the Previously Agent: PREVIOUSLY_AGENT_MODEL, else the companion's
-    chat model, else the environment's."""
+    """The model name for the Previously Agent: PREVIOUSLY_AGENT_MODEL, else the one chosen on
+    the connections page (unless the companion answers through a connection of its own), else
+    the companion's chat model, else the provider's."""
     provider = get_provider()
-    return (settings.PREVIOUSLY_AGENT_MODEL or _state["agent_model"] or getattr(profile, "model", "")
-            or provider.model)
+    stored = "" if _own_connection(profile) else _state["agent_model"]
+    return settings.PREVIOUSLY_AGENT_MODEL or stored or getattr(profile, "model", "") or provider.model
+
+
+def _own_connection(profile) -> int | None:
+    """The connection a companion's model was picked from (O4) when it is not the default one
+    and nothing overrides it (the environment's endpoint, a provider a test installed)."""
+    pk = getattr(profile, "model_connection_id", None)
+    if not pk or settings.PREVIOUSLY_LLM_BASE_URL or _state["pinned"] or pk == _state["connection"]:
+        return None
+    return pk
+
+
+def _connection_provider(pk: int) -> Provider | None:
+    """The provider of stored connection `pk` (kept until the stored choices change), or None
+    when it is gone or its key cannot be read: the default provider answers then."""
+    if pk not in _by_connection:
+        try:
+            row = _off_the_loop(lambda: Connection.objects.filter(pk=pk).values_list("base_url", "sealed_key").first())
+        except Exception:  # noqa: BLE001 - see _stored_choice_changed; asked again next time
+            log.warning("model connection %s could not be read", pk, exc_info=True)
+            return None
+        provider = None
+        if row is None:
+            log.warning("a companion's model connection (%s) is gone; the default provider answers", pk)
+        else:
+            try:
+                provider = _endpoint(row[0], unseal(row[1]), "default")
+            except Unreadable:
+                log.error("model connection %s: its API key cannot be read (PREVIOUSLY_CONNECTION_SECRET changed?)", pk)
+        _by_connection[pk] = provider
+    return _by_connection[pk]
 
 
 class Tuned:
@@ -227,8 +280,12 @@ class Tuned:
 
 
 def provider_for(profile) -> Provider:
-    """The provider as this companion's settings tune it (read from `profile` as loaded)."""
+    """The provider as this companion's settings tune it (read from `profile` as loaded): the
+    connection its model was picked from, its model and temperature."""
     base = get_provider()
+    own = _own_connection(profile)
+    if own is not None:
+        base = _connection_provider(own) or base
     model = getattr(profile, "model", "") or ""
     temperature = getattr(profile, "temperature", None)
     if not model and temperature is None:
@@ -236,12 +293,36 @@ def provider_for(profile) -> Provider:
     return Tuned(base, model=model, temperature=temperature)
 
 
-def offered_models() -> list[str] | None:
-    """The models the configured endpoint lists, for the settings page; None offline or when
-    the endpoint lists none."""
+@dataclass(frozen=True)
+class ModelList:
+    """The models one endpoint lists, for a companion's settings page (O4). `connection` is the
+    stored connection's id, None for the endpoint in use that is no stored connection (the
+    environment's, the Ollama found by itself)."""
+
+    label: str
+    connection: int | None
+    models: tuple[str, ...]  # empty when it lists none or cannot be reached now
+
+
+def model_lists() -> list[ModelList]:
+    """What a companion may pick from: with PREVIOUSLY_LLM_BASE_URL set (it wins), its models;
+    else every connection's, and a found Ollama's. The lists are asked for at once (3 s each
+    at most)."""
     provider = get_provider()
+    endpoints: list[tuple[str, int | None, str, str]] = []
     base_url = getattr(provider, "base_url", "")
-    if provider.offline or not base_url:
-        return None
-    api_key = settings.PREVIOUSLY_LLM_API_KEY if base_url == settings.PREVIOUSLY_LLM_BASE_URL.rstrip("/") else _state["api_key"]
-    return list_models(base_url, api_key)
+    if base_url and (settings.PREVIOUSLY_LLM_BASE_URL or _state["pinned"] or found_ollama(provider)):
+        label = gettext("Ollama on this machine") if found_ollama(provider) else gettext("Set in the server's environment")
+        endpoints.append((label, None, base_url, _keys.get(base_url, "")))
+    if not settings.PREVIOUSLY_LLM_BASE_URL and not _state["pinned"]:
+        for conn in Connection.objects.all():
+            try:
+                key = unseal(conn.sealed_key)
+            except Unreadable:
+                key = None  # listed as listing nothing; the connections page asks for the key again
+            endpoints.append((str(conn), conn.pk, conn.base_url, key))
+    if not endpoints:
+        return []
+    with ThreadPoolExecutor(max_workers=min(4, len(endpoints))) as pool:
+        found = list(pool.map(lambda e: list_models(e[2], e[3]) if e[3] is not None else None, endpoints))
+    return [ModelList(label, pk, tuple(models or ())) for (label, pk, _url, _key), models in zip(endpoints, found, strict=True)]

@@ -1,5 +1,7 @@
-"""Issue 28 in a real browser (SPEC O4, O5): staff connect a model from the connections page
+"""Issue 28 in a real browser (SPEC O4, O5, R8): staff connect a model from the connections page
 (the local scripted model server) and the chat answers through it without a restart; staff
+choose the connection's embedding model for recall, and the companion's model from the
+connection's list (a model later dropped by the server stays shown with a note); staff
 invite a second person, who signs up with the link and changes their password. Screenshots of
 every new page at 1280 and 390 px, English and Chinese, light and dark, in var/test-artifacts/."""
 
@@ -10,7 +12,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.hashers import PBKDF2PasswordHasher
 
-from memory.models import Profile
+from memory.models import Connection, Profile, RecallVector
 from tests.e2e.conftest import CHROMIUM_ARGS, chromium_path
 from tests.e2e.live import LiveChatServer, log_in
 from tests.llm_server import Turn
@@ -73,12 +75,41 @@ class SelfHostingInTheBrowser(LiveChatServer):
             page.get_by_role("button", name="Save the defaults").click()
             expect(page.locator(".flash")).to_contain_text("Defaults saved")
 
+            # Embeddings from the connection (R8): chosen among the defaults.
+            page.select_option("#id_embeddings", "openai")
+            page.select_option("#id_embedding_connection", label="本地 llama.cpp")
+            page.fill("#id_embedding_model", "fake-embed")
+            page.get_by_role("button", name="Save the defaults").click()
+            expect(page.locator(".flash")).to_contain_text("Defaults saved")
+            expect(page.locator("#id_embeddings")).to_have_value("openai")
+            expect(page.locator("#id_embedding_model")).to_have_value("fake-embed")
+
+            # The companion's model from the connection's list, the connection named.
+            self.llm.models.append("qwen2.5:7b-通义")
+            page.goto(f"{url}/profiles/owner/edit/")
+            listed = page.locator('#id_model optgroup[label="本地 llama.cpp"] option')
+            expect(listed).to_have_text(["fake-model", "qwen2.5:7b-通义"])
+            picked = listed.nth(1).get_attribute("value")
+            page.select_option("#id_model", picked)
+            page.click("form.settings button[type=submit]")
+            expect(page.locator(".flash")).to_contain_text("Saved")
+            expect(page.locator("#id_model")).to_have_value(picked)
+
             # The chat answers through it, with no restart.
             page.goto(f"{url}/")
             expect(page.locator("#offline-banner")).to_have_count(0)
             page.fill("#composer-text", "Are you there? 你在吗")
             page.keyboard.press("Enter")
             expect(page.locator("#messages")).to_contain_text("Connected and listening", timeout=20_000)
+            replies = [r for r in self.llm.requests
+                       if r.get("stream") and str(r["messages"][-1]["content"]).endswith("Are you there? 你在吗")]
+            assert [r["model"] for r in replies] == ["qwen2.5:7b-通义"]
+            assert any(r.get("model") == "fake-embed" for r in self.llm.requests)  # the line embedded there
+
+            # The server no longer lists that model: it stays the companion's, with a note.
+            self.llm.models.remove("qwen2.5:7b-通义")
+            page.goto(f"{url}/profiles/owner/edit/")
+            expect(page.locator("#id_model option:checked")).to_contain_text("no longer listed")
 
             # Invite a second person.
             page.goto(f"{url}/people/")
@@ -111,11 +142,14 @@ class SelfHostingInTheBrowser(LiveChatServer):
                         tab = ctx.new_page()
                         for name, path in (("connections", "/connections/"), ("people", "/people/"),
                                            ("account", "/account/"), ("password", "/account/password/"),
-                                           ("delete-account", "/account/delete/"), ("about", "/about/")):
+                                           ("delete-account", "/account/delete/"), ("about", "/about/"),
+                                           ("companion-settings", "/profiles/owner/edit/")):
                             tab.goto(url + path)
                             tab.screenshot(path=str(ARTIFACTS / f"selfhost-{name}-{width}-{lang}-{theme}.png"),
                                            full_page=True)
                         ctx.close()
             browser.close()
+        assert RecallVector.objects.filter(model="openai:fake-embed+prev1").exists()
+        assert picked == f"{Connection.objects.get().pk}|qwen2.5:7b-通义"
         # The server process hashes with Django's default PBKDF2 (the suite's MD5 came later).
         assert PBKDF2PasswordHasher().verify("b-longer-pw-4420", get_user_model().objects.get(username="lin").password)

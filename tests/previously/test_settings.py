@@ -93,6 +93,9 @@ def test_a_bad_switch_is_named_instead_of_read_as_off(settings):
         ("PREVIOUSLY_CONTEXT_TOKENS", "-5", "PREVIOUSLY_CONTEXT_TOKENS=-5: expected a whole number of at least 0."),
         ("PREVIOUSLY_TASKS_BACKEND", "celery", "PREVIOUSLY_TASKS_BACKEND='celery': expected one of thread, db, immediate."),
         ("PREVIOUSLY_PROACTIVE_HOURS", "8-25", "PREVIOUSLY_PROACTIVE_HOURS='8-25': expected local hours"),
+        ("PREVIOUSLY_EMBEDDINGS", "sometimes",
+         "PREVIOUSLY_EMBEDDINGS='sometimes': expected one of (unset), local, openai, off."),
+        ("PREVIOUSLY_OLLAMA_URL", "ollama:11434", "PREVIOUSLY_OLLAMA_URL='ollama:11434': expected an http:// or https://"),
     ],
 )
 def test_a_value_out_of_range_is_named(settings, name, raw, expected):

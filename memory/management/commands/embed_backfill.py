@@ -11,7 +11,8 @@ from memory.recall import embedding, vectors
 
 class Command(BaseCommand):
     help = (
-        "Embed indexed lines that have no vector of the configured model (PREVIOUSLY_EMBEDDINGS), "
+        "Embed indexed lines that have no vector of the configured model (PREVIOUSLY_EMBEDDINGS, else the "
+        "connections page's choice), "
         "in short batches; run it again to resume."
     )
 
@@ -26,7 +27,8 @@ class Command(BaseCommand):
         if embedder is None:
             raise CommandError(
                 "Embeddings are off (PREVIOUSLY_EMBEDDINGS=off, or openai without "
-                "PREVIOUSLY_EMBEDDING_MODEL and a base URL): nothing to backfill."
+                "PREVIOUSLY_EMBEDDING_MODEL and a base URL; or, with PREVIOUSLY_EMBEDDINGS unset, "
+                "off or a connection's model without its connection on the connections page): nothing to backfill."
             )
 
         def progress(done: int, total: int) -> None:

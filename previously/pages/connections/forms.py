@@ -29,7 +29,29 @@ class ConnectionForm(forms.ModelForm):
 
 
 class ChoiceForm(forms.Form):
+    """The defaults: the chat connection and model, the agent's model, and the sentence
+    embeddings of recall (R8): in-process, a connection's model, or off."""
+
     chat_connection = forms.ModelChoiceField(Connection.objects.all(), required=False, label=_("Connection for chat"),
                                              empty_label=_("— none: environment, local Ollama or offline —"))
     chat_model = forms.CharField(label=_("Chat model"), required=False, max_length=200)
     agent_model = forms.CharField(label=_("Card agent model (empty: the chat model)"), required=False, max_length=200)
+    embeddings = forms.ChoiceField(label=_("Embeddings for recall by meaning"), required=False, choices=[
+        ("local", _("The in-process model (multilingual, nothing to set up)")),
+        ("openai", _("A connection's embedding model")),
+        ("off", _("Off: recall by words only")),
+    ])
+    embedding_connection = forms.ModelChoiceField(Connection.objects.all(), required=False,
+                                                  label=_("Connection for embeddings"))
+    embedding_model = forms.CharField(label=_("Embedding model"), required=False, max_length=200,
+                                      help_text=_("Its name as the connection lists it, e.g. nomic-embed-text. "
+                                                  "Stored lines are embedded again by themselves after a change."))
+
+    def clean(self):
+        data = super().clean()
+        if data.get("embeddings") == "openai":
+            if not data.get("embedding_connection"):
+                self.add_error("embedding_connection", _("Choose the connection whose embedding model to use."))
+            if not (data.get("embedding_model") or "").strip():
+                self.add_error("embedding_model", _("Type the name of the embedding model."))
+        return data

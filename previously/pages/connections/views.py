@@ -11,12 +11,15 @@ from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
 from memory.models import Connection, ModelChoice
+from memory.recall import embedding
 from memory.sealed import Unreadable, seal, unseal
+from previously.llm.openai_compat import model_ids
 from previously.pages.connections.forms import ChoiceForm, ConnectionForm
 from previously.pages.current_profile import current_profile
 from previously.pages.staff import staff_required
 
-ENV_SETTINGS = ("PREVIOUSLY_LLM_BASE_URL", "PREVIOUSLY_LLM_MODEL", "PREVIOUSLY_AGENT_MODEL")
+ENV_SETTINGS = ("PREVIOUSLY_LLM_BASE_URL", "PREVIOUSLY_LLM_MODEL", "PREVIOUSLY_AGENT_MODEL", "PREVIOUSLY_EMBEDDINGS",
+                "PREVIOUSLY_EMBEDDING_BASE_URL", "PREVIOUSLY_EMBEDDING_MODEL")
 TEST_SECONDS = 10
 
 
@@ -45,24 +48,27 @@ def in_plain_words(error: Exception) -> str:
 def models_of(conn: Connection) -> tuple[list[str], str]:
     """The models the connection lists, or an empty list and the reason in plain words."""
     try:
-        return sorted({m.id for m in _client(conn).models.list() if getattr(m, "id", None)}), ""
+        return model_ids(_client(conn)), ""
     except (openai.OpenAIError, OSError, Unreadable) as error:
         return [], in_plain_words(error)
 
 
 @staff_required
-def connections(request):
+def connections(request, choice_form: ChoiceForm | None = None):
     choice = ModelChoice.current()
     context = {
         "profile": current_profile(request),
         "connections": Connection.objects.all(),
         "form": ConnectionForm(),
-        "choice_form": ChoiceForm(initial={"chat_connection": choice.chat_connection,
-                                           "chat_model": choice.chat_model, "agent_model": choice.agent_model}),
+        "choice_form": choice_form or ChoiceForm(initial={
+            "chat_connection": choice.chat_connection, "chat_model": choice.chat_model,
+            "agent_model": choice.agent_model, "embeddings": choice.embeddings or "local",
+            "embedding_connection": choice.embedding_connection_id, "embedding_model": choice.embedding_model}),
         "env_set": [name for name in ENV_SETTINGS if getattr(settings, name)],
+        "embeddings_from_env": settings.PREVIOUSLY_EMBEDDINGS,
         "result": request.session.pop("connection_test", None),
     }
-    return render(request, "connections/connections.html", context)
+    return render(request, "connections/connections.html", context, status=400 if choice_form else 200)
 
 
 @staff_required
@@ -107,7 +113,7 @@ def connection_test(request, pk: int):
     result = {"conn": conn.pk, "ok": False}
     try:
         client = _client(conn)
-        ids = sorted({m.id for m in client.models.list() if getattr(m, "id", None)})
+        ids = model_ids(client)
         choice = ModelChoice.current()
         model = choice.chat_model if choice.chat_connection_id == conn.pk and choice.chat_model else (ids or [""])[0]
         if model:
@@ -123,14 +129,14 @@ def connection_test(request, pk: int):
 @require_POST
 def choose(request):
     form = ChoiceForm(request.POST)
-    if form.is_valid():
-        choice = ModelChoice.current()
-        choice.chat_connection = form.cleaned_data["chat_connection"]
-        choice.chat_model = form.cleaned_data["chat_model"]
-        choice.agent_model = form.cleaned_data["agent_model"]
-        choice.save()
-        ModelChoice.bump()
-        flash.success(request, _("Defaults saved; every server process uses them within seconds."))
-    else:
-        flash.error(request, _("Choose a connection from the list."))
+    if not form.is_valid():
+        return connections(request, choice_form=form)
+    choice = ModelChoice.current()
+    for name in ("chat_connection", "chat_model", "agent_model", "embeddings", "embedding_connection"):
+        setattr(choice, name, form.cleaned_data[name])
+    choice.embedding_model = form.cleaned_data["embedding_model"].strip()
+    choice.save()
+    ModelChoice.bump()
+    embedding.forget_remote()  # this process at once; the others within PREVIOUSLY_CONNECTION_CHECK_SECONDS
+    flash.success(request, _("Defaults saved; every server process uses them within seconds."))
     return redirect("connections")

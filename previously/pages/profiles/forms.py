@@ -1,5 +1,7 @@
 """Forms of the profile pages (P1, P2)."""
 
+from collections.abc import Sequence
+
 from django import forms
 from django.utils.translation import gettext_lazy as _
 
@@ -7,6 +9,19 @@ from memory import limits
 from memory.clock import is_zone
 from memory.models import Profile
 from memory.models.archive import PROFILE_KEY_RE
+from previously.llm.select import ModelList
+
+
+def choice_value(connection: int | None, model: str) -> str:
+    """A listed model as the settings form sends it: `<connection id>|<model>`, or the model
+    alone for the endpoint in use that is no stored connection."""
+    return f"{connection}|{model}" if connection else model
+
+
+def from_choice_value(value: str) -> tuple[int | None, str]:
+    pk, sep, model = value.partition("|")
+    return (int(pk), model) if sep and pk.isdigit() else (None, value)
+
 
 HOURS = [("", _("— none of its own —")), *((h, f"{h:02d}:00") for h in range(24))]
 
@@ -58,24 +73,22 @@ class CompanionSettingsForm(ProfileEditForm):
             "tz": _("An IANA name such as Asia/Shanghai or Europe/Berlin; the chat keeps it up to date."),
         }
 
-    def __init__(self, *args, models: list[str] | None, default_model: str, **kwargs):
+    def __init__(self, *args, lists: Sequence[ModelList], default_model: str, **kwargs):
         super().__init__(*args, **kwargs)
-        self.offered = models
+        self.lists = lists
         field = self.fields["model"]
-        environment = _("The environment’s (%(model)s)") % {"model": default_model or "—"}
-        if models:
-            current = self.instance.model
-            choices = [("", environment), *((m, m) for m in models)]
-            if current and current not in models:
-                choices.append((current, _("%(model)s (not listed by the model server)") % {"model": current}))
+        default = _("The server’s default (%(model)s)") % {"model": default_model or "—"}
+        if any(found.models for found in lists):
+            choices, unlisted = self._listed_choices(lists)
             self.fields["model"] = forms.ChoiceField(
-                choices=choices, required=False, label=field.label,
-                help_text=_("The models the model server lists."),
+                choices=[("", default), *choices], required=False, label=field.label,
+                help_text=unlisted or _("The models each connection lists, under its name."),
             )
+            self.initial["model"] = choice_value(self.instance.model_connection_id, self.instance.model)
         else:
             field.help_text = _(
-                "The model server does not list its models: type a model name, or leave empty for %(default)s."
-            ) % {"default": environment}
+                "No connection lists its models now: type a model name, or leave empty for %(default)s."
+            ) % {"default": default}
             field.widget.attrs.update({"autocomplete": "off", "spellcheck": "false"})
         self.fields["temperature"].widget.attrs.update({"min": "0", "max": "2", "step": "0.1"})
         for name in ("quiet_from", "quiet_until"):
@@ -85,8 +98,30 @@ class CompanionSettingsForm(ProfileEditForm):
             )
         self.fields["tz"].widget.attrs.update({"autocomplete": "off", "spellcheck": "false"})
 
+    def _listed_choices(self, lists: Sequence[ModelList]) -> tuple[list, str]:
+        """One group per connection, named; the current model kept with a note when no list
+        holds it any more (its server is down, or it was removed there), and that note in
+        full for the help text (a narrow screen cuts the option's text)."""
+        groups = [(found.label, [(choice_value(found.connection, m), m) for m in found.models])
+                  for found in lists if found.models]
+        current, connection = self.instance.model, self.instance.model_connection_id
+        if current and choice_value(connection, current) not in {value for _label, group in groups for value, _model in group}:
+            named = next((found.label for found in lists if found.connection == connection), "")
+            note = (_("%(model)s (%(connection)s; no longer listed)") % {"model": current, "connection": named}
+                    if named else _("%(model)s (no longer listed)") % {"model": current})
+            groups.insert(0, (choice_value(connection, current), note))
+            return groups, _(
+                "“%(model)s” is no longer listed; it stays this companion’s model until you choose another."
+            ) % {"model": current}
+        return groups, ""
+
     def clean_model(self):
-        return (self.cleaned_data.get("model") or "").strip()
+        value = (self.cleaned_data.get("model") or "").strip()
+        if isinstance(self.fields["model"], forms.ChoiceField):
+            self.instance.model_connection_id, value = from_choice_value(value)
+        elif value != self.instance.model:
+            self.instance.model_connection_id = None  # a typed name goes to the default connection
+        return value
 
     def clean_tz(self):
         tz = (self.cleaned_data.get("tz") or "").strip()

