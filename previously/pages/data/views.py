@@ -1,7 +1,5 @@
 """Download a full export and upload one with a dry-run preview (SPEC X1, X2, P2)."""
 
-import json
-
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
@@ -14,13 +12,13 @@ from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods, require_POST
 
-from memory.interop.export import export_json, profiles_for
+from memory.interop.export import export_bytes, export_full, profiles_for
 from memory.interop.full_import import BadExport, ImportInterrupted, import_full
 from memory.interop.previews import (
     drop_preview,
     drop_previews,
     pending_preview,
-    preview_file,
+    preview_export,
     save_preview,
 )
 from memory.models import Profile
@@ -58,9 +56,10 @@ def data_export(request):
     profiles = list(profiles_for(user=target, profile_key=request.GET.get("profile") or None))
     if request.GET.get("profile") and not profiles:
         raise Http404("No such profile.")
-    body = json.dumps(export_json(profiles=profiles), ensure_ascii=False, indent=1)
-    name = f"previously-{target.get_username()}-{request.GET.get('profile') or 'all'}-{timezone.now():%Y%m%d-%H%M}.json"
-    response = HttpResponse(body, content_type="application/json; charset=utf-8")
+    # Issue 28 point 4: the JSON, or a zip of it and the image files when there are images.
+    body, kind = export_bytes(export_full(profiles=profiles))
+    name = f"previously-{target.get_username()}-{request.GET.get('profile') or 'all'}-{timezone.now():%Y%m%d-%H%M}.{kind}"
+    response = HttpResponse(body, content_type="application/zip" if kind == "zip" else "application/json; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="{name}"'
     return response
 
@@ -83,7 +82,8 @@ def data_import_preview(request):
     try:
         # A dry run that only reads (no write lock), streaming the stored file: bounded in
         # memory, depth and object count (memory/interop/json_stream.py).
-        report = import_full(data=preview_file(token), user=target, dry_run=True)
+        with preview_export(token) as export:
+            report = import_full(data=export, user=target, dry_run=True)
     except BadExport as exc:
         drop_preview(token)
         return _page_with_error(request, target, _refused(exc))
@@ -109,7 +109,8 @@ def data_import_apply(request):
     target = get_object_or_404(User, pk=pending.target_id)
     _target_user(request, target.get_username())  # re-check: staff rights may have changed
     try:
-        report = import_full(data=preview_file(pending.token), user=target)
+        with preview_export(pending.token) as export:
+            report = import_full(data=export, user=target)
     except BadExport as exc:
         drop_preview(pending.token)
         return _page_with_error(request, target, _refused(exc))
