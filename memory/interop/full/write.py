@@ -416,6 +416,7 @@ def _experiences(p: _Profile, pdata: dict) -> None:
             reviewed_at=_dt(e.get("reviewed_at")), flagged=e.get("flagged") or "",
             legacy_key=e.get("legacy_key") or "", legacy_extra=e.get("legacy_extra") or {},
         )
+        obj._file_updated_at = _dt(e.get("updated_at"))
         sources = [ExperienceSource(experience=obj, mid=mid, message_id=p.mids.get(mid), position=pos)
                    for pos, mid in enumerate(dict.fromkeys(e.get("source_mids", [])))]
         history = [_dated(ExperienceHistory(experience=obj, actor=h["actor"], action=h["action"],
@@ -431,7 +432,13 @@ def _experiences(p: _Profile, pdata: dict) -> None:
 
 
 def _write_experiences(batch: list) -> None:
-    Experience.objects.bulk_create([o for o, _, _ in batch])
+    experiences = [o for o, _, _ in batch]
+    Experience.objects.bulk_create(experiences)
+    dated = [o for o in experiences if o._file_updated_at is not None]
+    for o in dated:  # the file's time of the last change, not the import's (`auto_now`)
+        o.updated_at = o._file_updated_at
+    if dated:
+        Experience.objects.bulk_update(dated, ["updated_at"])
     ExperienceSource.objects.bulk_create([s for _, sources, _ in batch for s in sources])
     _create_dated(ExperienceHistory, [h for _, _, history in batch for h in history])
 
