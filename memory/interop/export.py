@@ -17,7 +17,6 @@ it had (A6); documented differences from the imported dump:
 """
 
 import base64
-import io
 import json
 import zipfile
 from collections.abc import Iterable, Iterator
@@ -349,13 +348,6 @@ def write_export(export: Export, out) -> str:
     return "zip"
 
 
-def export_bytes(export: Export) -> tuple[bytes, str]:
-    """The export as bytes, and "json" or "zip"."""
-    buffer = io.BytesIO()
-    kind = write_export(export, buffer)
-    return buffer.getvalue(), kind
-
-
 # --------------------------------------------------------------------------- legacy kv shape
 
 
@@ -477,5 +469,5 @@ def profiles_for(*, user=None, profile_key: str | None = None):
     return qs.order_by("user_id", "key")
 
 
-__all__ = ["EXPORTED", "NOT_EXPORTED", "Export", "export_bytes", "export_full", "export_json", "export_kv",
+__all__ = ["EXPORTED", "NOT_EXPORTED", "Export", "export_full", "json_bytes", "export_json", "export_kv",
            "profiles_for", "write_export", "write_kv"]

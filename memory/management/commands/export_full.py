@@ -4,11 +4,12 @@ there are images), or the legacy KV bulk-put shape."""
 from django.core.management.base import BaseCommand, CommandError
 
 from memory.interop.export import (
-    export_bytes,
     export_full,
     export_global_meta,
     export_kv,
+    json_bytes,
     profiles_for,
+    write_export,
     write_kv,
 )
 from memory.management import output
@@ -63,15 +64,14 @@ class Command(BaseCommand):
         (issue 28 point 4), which needs --output (standard output takes text)."""
         with output.progress(self.stderr) as progress:
             export = export_full(profiles=output.counted(profiles, progress, "profiles", total=len(profiles), every=1))
-        body, kind = export_bytes(export)
-        if kind == "zip" and not path:
+        if path:
+            with open(path, "wb") as fh:
+                write_export(export, fh)
+        elif export.files:
             raise CommandError(
                 f"this export holds {len(export.files):,} image files, so it is a zip: give --output FILE.zip",
                 returncode=2)
-        if path:
-            with open(path, "wb") as fh:
-                fh.write(body)
         else:
-            self.stdout.write(body.decode("utf-8"), ending="")
+            self.stdout.write(json_bytes(export.data).decode("utf-8"), ending="")
         messages = sum(len(p["messages"]) for p in export.data["profiles"])
         return [["profiles", len(profiles)], ["messages", messages], ["image files", len(export.files)]]

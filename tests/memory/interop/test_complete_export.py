@@ -19,8 +19,8 @@ from memory.interop.export import (
     EXPORTED_AS,
     NOT_EXPORTED,
     NOT_EXPORTED_FIELDS,
-    export_bytes,
     export_full,
+    write_export,
 )
 from memory.interop.full_import import BadExport, import_full, open_export_path
 from memory.models import (
@@ -137,6 +137,12 @@ def full_account(username: str = "alice", *, word: str = "记得"):
     type(card).objects.filter(pk=card.pk).update(updated_at=old)
     assert animated.attachment["content_type"] == "image/gif"
     return user
+
+
+def export_bytes(export) -> tuple[bytes, str]:
+    out = io.BytesIO()
+    kind = write_export(export, out)
+    return out.getvalue(), kind
 
 
 def export_of(user) -> bytes:
