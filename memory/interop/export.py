@@ -69,6 +69,9 @@ EXPORTED_AS = {
     "memory.LegacyFragment.message": "mid", "memory.ProactiveSend.message": "mid",
     "memory.ExperienceHistory.actor_user": "by_owner", "memory.ExperienceHistory.run": "run",
     "memory.CardSnapshot.run": "run",
+    # The companion's connection (O4; the field comes with issue 28 point 1's companion settings):
+    # by its name, never its key or address.
+    "memory.Profile.model_connection": "connection",
 }
 # Fields of those models an export leaves out, and why (the model test checks every field too).
 NOT_EXPORTED_FIELDS = {
@@ -193,6 +196,14 @@ def _image(meta, paths: list[str], member: str, files: dict) -> dict | None:
     return {**{k: meta[k] for k in IMAGE_META if k in meta}, "file": member}
 
 
+def connection_name(profile: Profile) -> str | None:
+    """The name of the connection a companion's model was picked from (O4), None when it has
+    none (the server's default) or the connection has no name: never its key or its address
+    (an address may carry credentials)."""
+    connection = getattr(profile, "model_connection", None)
+    return connection.name or None if connection is not None else None
+
+
 def _ext(path: str) -> str:
     return path.rsplit(".", 1)[-1]
 
@@ -225,6 +236,7 @@ def export_profile(profile: Profile, files: dict | None = None) -> dict:
         "proactive_enabled": profile.proactive_enabled,
         "settings": {
             **_row(profile, SETTINGS_FIELDS),
+            "connection": connection_name(profile),
             "avatar": _image(profile.avatar, avatar, f"avatars/{profile.key}.{_ext(avatar[0])}" if avatar else "",
                              files),
         },

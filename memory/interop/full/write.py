@@ -30,6 +30,7 @@ from memory.models import (
     Card,
     CardSnapshot,
     CompanionCard,
+    Connection,
     EvolutionRun,
     Experience,
     ExperienceHistory,
@@ -209,8 +210,11 @@ def _avatar(meta, files: Files, where: str):
 
 
 def _profile_extras(profile: Profile, settings_: dict, avatar) -> None:
-    """A new profile's time of making as the file has it, and its avatar's files."""
+    """A new profile's time of making as the file has it, its connection found by name (none of
+    that name: the server's default), and its avatar's files."""
     fields = {}
+    if settings_.get("connection") and any(f.name == "model_connection" for f in Profile._meta.concrete_fields):
+        fields["model_connection"] = Connection.objects.filter(name=settings_["connection"]).order_by("pk").first()
     if settings_.get("created_at"):
         fields["created_at"] = _dt(settings_["created_at"])
     if avatar is not None:
