@@ -112,6 +112,20 @@ def _object(value) -> str | None:
     return None if isinstance(value, dict) else "must be an object"
 
 
+def _trace(value) -> str | None:
+    """A prompt trace (U4): an object whose lists of rows hold ids (mids, hids, eids) or lore
+    positions, nothing else."""
+    if not isinstance(value, dict):
+        return "must be an object"
+    for part in ("recalled", "highlights", "experiences"):
+        if part in value and (problem := _ids(value[part])):
+            return f"{part}: {problem}"
+    lore = value.get("lore", [])
+    if not isinstance(lore, list) or any(_position(n) for n in lore):
+        return "lore: must be a list of positions"
+    return None
+
+
 def _image(value) -> str | None:
     """An image's metadata: an object, whose `file` (a zip member) is text when there."""
     if not isinstance(value, dict):
@@ -154,7 +168,7 @@ SCHEMA = {
                  "source_id": (False, _optional(_text)), "sync_status": (False, _optional(_text)),
                  "legacy_key": (False, _optional(_text)), "content_hash": (False, _optional(_text)),
                  "reviewed_at": (False, _optional(_when)), "reply_of": (False, _optional(_ident)),
-                 "attachment": (False, _optional(_image)), "prompt_trace": (False, _optional(_object))},
+                 "attachment": (False, _optional(_image)), "prompt_trace": (False, _optional(_trace))},
     "legacy_fragments": {"key": (True, _text), "fingerprint": (True, _text), "disposition": (True, _text),
                          "content": (True, _text), "mid": (False, _optional(_ident))},
     "highlights": {"hid": (True, _ident), "mid": (True, _ident), "content": (True, _text),
@@ -180,7 +194,7 @@ SCHEMA = {
                        "slice": (False, _optional(_slice_key)), "started_at": (False, _optional(_when)),
                        "finished_at": (False, _optional(_when))},
     "slice_log": {"slice": (True, _slice_key), "kind": (True, _one_of(SliceLogEntryKind)),
-                  "created_at": (False, _optional(_when)), "summary": (False, _optional(_text)),
+                  "created_at": (True, _when), "summary": (False, _optional(_text)),
                   "data": (False, _optional(_object))},
     "lore_entries": {"position": (True, _position), "content": (True, _text), "name": (False, _optional(_text))},
     "proactive_sends": {"day": (True, _day), "reason": (True, _one_of(ProactiveReason)), "subject": (True, _text),

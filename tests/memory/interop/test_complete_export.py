@@ -397,3 +397,22 @@ def test_a_jpeg_round_trip_keeps_the_picture_and_everything_else_byte_for_byte(t
     same = ("content_type", "width", "height", "name", "file")
     assert {k: image_after[k] for k in same} == {k: image_before[k] for k in same}
     assert image_after["content_type"] == "image/jpeg" and image_after["name"] == "照片.jpg"
+
+
+@pytest.mark.parametrize(("change", "words"), [
+    (lambda m: m.update(prompt_trace={"recalled": [{"x": 1}]}), "field 'prompt_trace': recalled"),
+    (lambda m: m.update(prompt_trace={"lore": ["first"]}), "field 'prompt_trace': lore"),
+    (lambda m: m.update(reply_of="a/b"), "field 'reply_of'"),
+    (lambda m: m.update(attachment={"file": 7}), "field 'attachment'"),
+])
+def test_a_bad_link_of_a_line_is_refused_naming_the_record(tmp_path, django_user_model, change, words):
+    """X4: a line's reply_of, prompt trace or image naming something that cannot be is refused
+    by record and field in the dry run, and nothing is written."""
+    data = _one_image_export()
+    message = data["profiles"][0]["messages"][0]
+    message.update(message_type="text", attachment=None)
+    change(message)
+    bob = django_user_model.objects.create_user(username="bob", password="pw-bob-1234")
+    with pytest.raises(BadExport, match=r"profile 'owner', messages\[0\] \('c_00000000000000c1'\): " + words):
+        import_full(data=data, user=bob)
+    assert not Profile.objects.filter(user=bob).exists()
