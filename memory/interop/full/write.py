@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 
 from django.db import connection, transaction
+from django.utils import timezone
 
 from memory.clock import PERIOD_IDS
 from memory.images import (
@@ -558,12 +559,12 @@ def _favourites(p: _Profile, pdata: dict) -> None:
 def _evolution_runs(p: _Profile, pdata: dict) -> None:
     """The card's evolution runs with their steps and diffs (K10), deduplicated by when they were
     made and their trigger; the file names each by a ref its other records use."""
-    have = {(_iso(at), trigger): pk for at, trigger, pk in
+    have = {(at, trigger): pk for at, trigger, pk in
             EvolutionRun.objects.filter(profile_id=p.profile.pk).values_list("created_at", "trigger", "pk")}
     new = []
     for r in pdata.get("evolution_runs", []):
         p.add("evolution_runs", "read")
-        ident = (_iso(_dt(r["created_at"])), r["trigger"])
+        ident = (_aware(_dt(r["created_at"])), r["trigger"])
         if ident in have:
             p.runs[r["ref"]] = have[ident]
             p.add("evolution_runs", "existing")
@@ -580,19 +581,19 @@ def _evolution_runs(p: _Profile, pdata: dict) -> None:
     p.runs.update((o._ref, o.pk) for o in new)
 
 
-def _iso(value):
-    return value.isoformat() if value else None
+def _aware(value):
+    """A time as the database gives it back (a naive one is in the default zone), to compare."""
+    return timezone.make_aware(value) if value is not None and timezone.is_naive(value) else value
 
 
 def _slice_log(p: _Profile, pdata: dict) -> None:
     """The slices' cognitive logs (S2), each entry once (by slice, time, kind and summary)."""
     have = set(SliceLogEntry.objects.filter(slice__profile_id=p.profile.pk)
                .values_list("slice__key", "created_at", "kind", "summary")) if p.profile.pk else set()
-    have = {(key, _iso(at), kind, summary) for key, at, kind, summary in have}
     new = []
     for e in pdata.get("slice_log", []):
         p.add("slice_log", "read")
-        ident = (e["slice"], _iso(_dt(e.get("created_at"))), e["kind"], e.get("summary") or "")
+        ident = (e["slice"], _aware(_dt(e["created_at"])), e["kind"], e.get("summary") or "")
         if ident in have or e["slice"] not in p.slices:
             p.add("slice_log", "existing")
             continue

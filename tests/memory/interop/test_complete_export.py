@@ -416,3 +416,24 @@ def test_a_bad_link_of_a_line_is_refused_naming_the_record(tmp_path, django_user
     with pytest.raises(BadExport, match=r"profile 'owner', messages\[0\] \('c_00000000000000c1'\): " + words):
         import_full(data=data, user=bob)
     assert not Profile.objects.filter(user=bob).exists()
+
+
+def test_runs_and_log_entries_timed_in_another_zone_are_not_doubled_by_a_second_import(django_user_model):
+    """X2: an evolution run and a slice log entry are found again by their time, whatever zone
+    the file writes it in, so importing the same file twice adds each once."""
+    data = {"format": "previously-export", "version": 2, "exported_at": AT.isoformat(), "profiles": [{
+        "key": "owner",
+        "slices": [{"key": "2026-11-30-2000", "started_at": "2026-11-30T20:00:00+08:00",
+                    "last_message_at": "2026-11-30T20:05:00+08:00"}],
+        "evolution_runs": [{"ref": "run-0", "trigger": "manual", "status": "changed", "slice": "2026-11-30-2000",
+                            "created_at": "2026-11-30T20:06:00.123456+08:00"}],
+        "slice_log": [{"slice": "2026-11-30-2000", "kind": "evolution", "summary": "evolution run 9 started",
+                       "created_at": "2026-11-30T20:06:00.5+08:00", "data": {"run_id": "run-0"}}]}]}
+    bob = django_user_model.objects.create_user(username="bob", password="pw-bob-1234")
+    import_full(data=data, user=bob)
+    again = import_full(data=data, user=bob)
+    assert again.counts["evolution_runs"] == {"read": 1, "created": 0, "existing": 1, "tombstoned": 0}
+    assert again.counts["slice_log"]["created"] == 0
+    assert EvolutionRun.objects.filter(profile__user=bob).count() == 1
+    entry = SliceLogEntry.objects.get(slice__profile__user=bob)
+    assert entry.data["run_id"] == EvolutionRun.objects.get(profile__user=bob).pk
