@@ -10,6 +10,8 @@ plain file no larger than that either."""
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
+from django.conf import settings
+
 from memory.interop.export import FORMAT, JSON_MEMBER, VERSION, VERSIONS_READ
 from memory.interop.full.check import check_profile
 from memory.interop.full.report import BadExport
@@ -29,6 +31,10 @@ class Files:
         if self.source is None or not isinstance(member, str) or member not in self.source.members or not member:
             raise BadExport(f"{where}: the export holds no image file {member!r:.120} (an export with images is"
                             f" the zip the export made, holding {JSON_MEMBER} and its images). Nothing was written.")
+        size, limit = self.source.member_size(member), settings.PREVIOUSLY_IMAGE_MAX_BYTES
+        if size > limit:  # from the zip's directory: the member is never read
+            raise BadExport(f"{where}: the image file {member!r:.120} is {size:,} bytes; the limit is {limit:,}"
+                            " (PREVIOUSLY_IMAGE_MAX_BYTES). Nothing was written.")
         try:
             return self.source.read_member(member)
         except Refused as exc:

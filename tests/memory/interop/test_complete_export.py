@@ -437,3 +437,14 @@ def test_runs_and_log_entries_timed_in_another_zone_are_not_doubled_by_a_second_
     assert EvolutionRun.objects.filter(profile__user=bob).count() == 1
     entry = SliceLogEntry.objects.get(slice__profile__user=bob)
     assert entry.data["run_id"] == EvolutionRun.objects.get(profile__user=bob).pk
+
+
+def test_an_image_member_over_the_image_limit_is_refused_before_it_is_read(tmp_path, django_user_model, settings):
+    """S6: an image of a zip export larger than PREVIOUSLY_IMAGE_MAX_BYTES is refused from the
+    zip's directory, naming the record and the setting."""
+    settings.PREVIOUSLY_IMAGE_MAX_BYTES = 1000
+    bob = django_user_model.objects.create_user(username="bob", password="pw-bob-1234")
+    body = _zip({"export.json": json.dumps(_one_image_export()), "images/owner/c_00000000000000c1.png": b"\0" * 5000})
+    with pytest.raises(BadExport, match=r"messages\[0\].*5,000 bytes; the limit is 1,000 \(PREVIOUSLY_IMAGE_MAX_BYTES\)"):
+        import_bytes(body, bob, tmp_path)
+    assert not Profile.objects.filter(user=bob).exists()
