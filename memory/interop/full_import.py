@@ -8,7 +8,13 @@ from collections.abc import Callable, Iterable
 from django.conf import settings
 from django.db import DatabaseError, DataError, IntegrityError
 
-from memory.interop.full.read import open_export, read_profiles
+from memory.interop.full.read import (
+    ExportArchive,
+    Files,
+    open_export,
+    open_export_path,
+    read_profiles,
+)
 from memory.interop.full.report import (
     COLUMNS,
     KINDS,
@@ -22,7 +28,8 @@ from memory.interop.json_stream import BadFile, Header
 
 
 def import_full(*, data, user, dry_run: bool = False, progress: Callable[[str, int, int], None] | None = None) -> FullReport:
-    """Import an export (a dict, or an `ExportFile` read as it streams) into `user`'s profiles;
+    """Import an export (a dict, an `ExportFile` read as it streams, or an `ExportArchive`, a JSON
+    or zip export opened by `open_export_path`) into `user`'s profiles;
     re-running it changes nothing (X2).
 
     S4 (issue 16): the whole file is checked first by a pass that only reads — no transaction,
@@ -31,14 +38,15 @@ def import_full(*, data, user, dry_run: bool = False, progress: Callable[[str, i
     so another writer gets SQLite's lock between two; `progress` is called after each batch,
     outside any transaction. A database error part-way leaves the batches before it in place:
     as re-running skips what exists, running the same import again finishes it."""
-    header, profiles = open_export(data)
+    header, profiles, files = open_export(data)
     checked = _each_profile(profiles, header, user=user, report=FullReport(dry_run=True), out=Writes(),
-                            progress=progress if dry_run else None)
+                            progress=progress if dry_run else None, files=files)
     if dry_run:
         return checked
     out = Writes(rows=settings.PREVIOUSLY_IMPORT_BATCH_ROWS, progress=progress)
     try:
-        return _each_profile(profiles, header, user=user, report=FullReport(), out=out, progress=progress)
+        return _each_profile(profiles, header, user=user, report=FullReport(), out=out, progress=progress,
+                             files=files)
     except (DatabaseError, BadExport, BadFile, KeyError, TypeError, ValueError, OverflowError) as exc:
         raise ImportInterrupted(
             f"The import stopped while writing {out.kind or 'the profiles'} ({exc.__class__.__name__}: {exc})."
@@ -50,11 +58,11 @@ def import_full(*, data, user, dry_run: bool = False, progress: Callable[[str, i
 
 
 def _each_profile(profiles: Callable[[], Iterable], header: Header, *, user, report: FullReport, out: Writes,
-                  progress) -> FullReport:
+                  progress, files: Files) -> FullReport:
     """One pass over the export: each profile read and checked (X4), then counted or written."""
     try:
         for position, pdata in read_profiles(profiles, header):
-            import_profile(pdata, user=user, report=report, out=out)
+            import_profile(pdata, user=user, report=report, out=out, files=files)
             if progress:
                 progress("profiles", position + 1, header.profiles)
     except BadFile as exc:
@@ -67,4 +75,5 @@ def _each_profile(profiles: Callable[[], Iterable], header: Header, *, user, rep
     return report
 
 
-__all__ = ["COLUMNS", "KINDS", "BadExport", "FullReport", "ImportInterrupted", "counts_by_kind", "import_full"]
+__all__ = ["COLUMNS", "KINDS", "BadExport", "ExportArchive", "FullReport", "ImportInterrupted", "counts_by_kind",
+           "import_full", "open_export_path"]

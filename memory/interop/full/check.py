@@ -3,7 +3,7 @@ written, and each row the write would make against what the database takes."""
 
 import re
 from collections.abc import Iterator
-from datetime import datetime
+from datetime import date, datetime
 from functools import cache
 
 from django.core.exceptions import ValidationError
@@ -19,8 +19,10 @@ from memory.models.archive import (
     MessageStatus,
     MessageType,
     SliceCloseReason,
+    SliceLogEntryKind,
     is_slice_key,
 )
+from memory.models.card import EvolutionRunStatus, EvolutionRunTrigger
 from memory.models.curation import (
     ExperienceHistoryActor,
     ExperienceStatus,
@@ -29,6 +31,7 @@ from memory.models.curation import (
     RelationType,
 )
 from memory.models.deletion import TombstoneKind
+from memory.models.proactive import ProactiveReason
 
 # X4 / S5 (issue 16): each record is checked before anything is written, and a bad one is
 # refused naming the profile, the kind, the record (its position and id) and the field — never
@@ -89,6 +92,47 @@ def _slice_key(value) -> str | None:
     return None
 
 
+def _day(value) -> str | None:
+    if not isinstance(value, str) or not DAY_KEY_RE.fullmatch(value):
+        return f"{value!r:.80} is not a date YYYY-MM-DD"
+    try:
+        date.fromisoformat(value)
+    except ValueError:
+        return f"{value!r:.80} is not a date YYYY-MM-DD"
+    return None
+
+
+def _position(value) -> str | None:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**31:
+        return f"{value!r:.80} is not a position (a whole number from 0)"
+    return None
+
+
+def _object(value) -> str | None:
+    return None if isinstance(value, dict) else "must be an object"
+
+
+def _trace(value) -> str | None:
+    """A prompt trace (U4): an object whose lists of rows hold ids (mids, hids, eids) or lore
+    positions, nothing else."""
+    if not isinstance(value, dict):
+        return "must be an object"
+    for part in ("recalled", "highlights", "experiences"):
+        if part in value and (problem := _ids(value[part])):
+            return f"{part}: {problem}"
+    lore = value.get("lore", [])
+    if not isinstance(lore, list) or any(_position(n) for n in lore):
+        return "lore: must be a list of positions"
+    return None
+
+
+def _image(value) -> str | None:
+    """An image's metadata: an object, whose `file` (a zip member) is text when there."""
+    if not isinstance(value, dict):
+        return "must be an object"
+    return _optional(_text)(value.get("file"))
+
+
 def _ids(value) -> str | None:
     if not isinstance(value, list):
         return "must be a list of ids"
@@ -122,7 +166,9 @@ SCHEMA = {
                  "slice": (False, _optional(_slice_key)), "tz": (False, _optional(_text)),
                  # Written as they are (memory/interop/bulk_insert.py): text, checked here (X4).
                  "source_id": (False, _optional(_text)), "sync_status": (False, _optional(_text)),
-                 "legacy_key": (False, _optional(_text)), "content_hash": (False, _optional(_text))},
+                 "legacy_key": (False, _optional(_text)), "content_hash": (False, _optional(_text)),
+                 "reviewed_at": (False, _optional(_when)), "reply_of": (False, _optional(_ident)),
+                 "attachment": (False, _optional(_image)), "prompt_trace": (False, _optional(_trace))},
     "legacy_fragments": {"key": (True, _text), "fingerprint": (True, _text), "disposition": (True, _text),
                          "content": (True, _text), "mid": (False, _optional(_ident))},
     "highlights": {"hid": (True, _ident), "mid": (True, _ident), "content": (True, _text),
@@ -132,7 +178,8 @@ SCHEMA = {
                     "status": (True, _one_of(ExperienceStatus)),
                     "time_certainty": (True, _one_of(ExperienceTimeCertainty)), "recorded_at": (True, _when),
                     "event_time": (False, _optional(_when)), "invalid_at": (False, _optional(_when)),
-                    "deleted_at": (False, _optional(_when)), "source_mids": (False, _ids),
+                    "deleted_at": (False, _optional(_when)), "updated_at": (False, _optional(_when)),
+                    "reviewed_at": (False, _optional(_when)), "source_mids": (False, _ids),
                     "history": (False, _history)},
     "relations": {"rid": (True, _ident), "type": (True, _one_of(RelationType)), "from_id": (True, _ident),
                   "to_id": (True, _ident), "created_at": (True, _when), "deleted_at": (False, _optional(_when))},
@@ -141,6 +188,17 @@ SCHEMA = {
                        "created_at": (False, _optional(_when))},
     "favourites": {"mid": (True, _ident), "excerpt": (False, _optional(_text)), "hid": (False, _optional(_ident)),
                    "created_at": (False, _optional(_when))},
+    # Version 2 (issue 28 point 4).
+    "evolution_runs": {"ref": (True, _ident), "trigger": (True, _one_of(EvolutionRunTrigger)),
+                       "status": (True, _one_of(EvolutionRunStatus)), "created_at": (True, _when),
+                       "slice": (False, _optional(_slice_key)), "started_at": (False, _optional(_when)),
+                       "finished_at": (False, _optional(_when))},
+    "slice_log": {"slice": (True, _slice_key), "kind": (True, _one_of(SliceLogEntryKind)),
+                  "created_at": (True, _when), "summary": (False, _optional(_text)),
+                  "data": (False, _optional(_object))},
+    "lore_entries": {"position": (True, _position), "content": (True, _text), "name": (False, _optional(_text))},
+    "proactive_sends": {"day": (True, _day), "reason": (True, _one_of(ProactiveReason)), "subject": (True, _text),
+                        "mid": (False, _optional(_ident)), "created_at": (False, _optional(_when))},
 }
 
 
@@ -293,6 +351,21 @@ def check_profile(pdata, position: int) -> None:
     card = pdata.get("card")
     if card is not None and not (isinstance(card, dict) and _text(card.get("text") or "") is None):
         raise BadExport(f"profile {key!r}: card must be an object with a text")
+    for name, required in (("settings", ()), ("companion_card", ("identity", "spec", "imported_at"))):
+        value = pdata.get(name)
+        if value is None:
+            continue
+        if not isinstance(value, dict):
+            raise BadExport(f"profile {key!r}: {name} must be an object")
+        missing = next((f for f in required if f not in value), None)
+        if missing:
+            raise BadExport(f"profile {key!r}: {name}: the field {missing!r} is missing")
+        for when in ("created_at", "imported_at"):
+            if value.get(when) is not None and (problem := _when(value[when])):
+                raise BadExport(f"profile {key!r}: {name}: field {when!r}: {problem}")
+        if name == "settings" and value.get("avatar") is not None and (problem := _image(value["avatar"])):
+            raise BadExport(f"profile {key!r}: settings: field 'avatar': {problem}")
+        check_lengths(value, name, f"profile {key!r}, {name}")
     check_lengths({k: v for k, v in pdata.items() if k not in SCHEMA}, "profile", f"profile {key!r}")
 
 
@@ -303,6 +376,9 @@ def check_profile(pdata, position: int) -> None:
 LONG_TEXTS = {
     ("messages", "content"), ("messages", "raw_content"), ("legacy_fragments", "content"),
     ("highlights", "content"), ("experiences", "content"), ("card_snapshots", "text"), ("legacy_meta", "value"),
+    ("evolution_runs", "summary"), ("evolution_runs", "diff"), ("evolution_runs", "error"),
+    ("evolution_runs", "card_before"), ("evolution_runs", "card_after"), ("lore_entries", "content"),
+    ("companion_card", "persona_built"),
 }
 PROFILE_TEXTS = {"persona": limits.PERSONA}
 

@@ -3,8 +3,9 @@
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-KINDS = ("tombstones", "slices", "messages", "legacy_fragments", "highlights", "experiences", "relations",
-         "legacy_meta", "card", "card_snapshots", "favourites")
+KINDS = ("tombstones", "slices", "evolution_runs", "slice_log", "messages", "legacy_fragments", "highlights",
+         "experiences", "relations", "legacy_meta", "card", "card_snapshots", "favourites", "lore_entries",
+         "companion_card", "proactive_sends")
 COLUMNS = ("read", "created", "existing", "tombstoned")
 
 

@@ -6,18 +6,33 @@ is asked whether the database would take it (`check.storable`)."""
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import date, datetime
 
 from django.db import connection, transaction
+from django.utils import timezone
 
 from memory.clock import PERIOD_IDS
+from memory.images import (
+    ImageRefused,
+    check_image,
+    prepare_avatar,
+    remove_avatar_files,
+    remove_files,
+    save_image_files,
+    store_avatar,
+)
 from memory.interop.bulk_insert import insert_rows
+from memory.interop.export import TRACE_REFS
 from memory.interop.full.check import DAY_KEY_RE, storable
+from memory.interop.full.read import Files
 from memory.interop.full.report import BadExport, FullReport
 from memory.interop.legacy.write import assign_slices
 from memory.models import (
     Card,
     CardSnapshot,
+    CompanionCard,
+    Connection,
+    EvolutionRun,
     Experience,
     ExperienceHistory,
     ExperienceSource,
@@ -25,10 +40,13 @@ from memory.models import (
     Highlight,
     LegacyFragment,
     LegacyMeta,
+    LoreEntry,
     Message,
+    ProactiveSend,
     Profile,
     Relation,
     Slice,
+    SliceLogEntry,
     Tombstone,
 )
 from memory.models.archive import (
@@ -138,32 +156,77 @@ class _Profile:
     mids: dict = field(default_factory=dict)
     hids: dict = field(default_factory=dict)
     eids: dict = field(default_factory=dict)
+    runs: dict = field(default_factory=dict)  # the file's run ref -> pk (None in the dry run)
+    lore: dict = field(default_factory=dict)  # lore position -> pk
+    files: Files = field(default_factory=Files)
+    links: list = field(default_factory=list)  # (new message, its record): reply_of, prompt_trace
 
     def add(self, kind: str, column: str) -> None:
         self.report.add(kind, column)
 
 
-def import_profile(pdata: dict, *, user, report: FullReport, out: Writes) -> None:
+SETTINGS_COLUMNS = ("model", "temperature", "quiet_from", "quiet_until", "tz")
+
+
+def import_profile(pdata: dict, *, user, report: FullReport, out: Writes, files: Files | None = None) -> None:
     """One profile of the export. In the dry run nothing is saved: the profile may stay
-    unsaved, so existing rows are looked up by `profile_id` (None: none)."""
+    unsaved, so existing rows are looked up by `profile_id` (None: none). A profile this import
+    makes takes the file's settings and avatar; one that exists keeps its own."""
     key = pdata["key"]
     if not isinstance(key, str) or not PROFILE_KEY_RE.fullmatch(key):
         raise ValueError(f"profile key {key!r} is invalid")
+    files = files or Files()
+    settings_ = pdata.get("settings") or {}
     defaults = {"name": pdata.get("name", ""), "persona": pdata.get("persona", ""),
-                "language": pdata.get("language", "zh"), "proactive_enabled": pdata.get("proactive_enabled", True)}
+                "language": pdata.get("language", "zh"), "proactive_enabled": pdata.get("proactive_enabled", True),
+                **{f: settings_[f] for f in SETTINGS_COLUMNS if settings_.get(f) is not None}}
     out.profile = key
+    avatar = _avatar(settings_.get("avatar"), files, f"profile {key!r}, settings.avatar")
     if out.write:
         out.kind = "the profile"
         with transaction.atomic():
-            profile, _ = Profile.objects.get_or_create(user=user, key=key, defaults=defaults)
+            profile, created = Profile.objects.get_or_create(user=user, key=key, defaults=defaults)
+        if created:
+            _profile_extras(profile, settings_, avatar)
     else:
         profile = Profile.objects.filter(user=user, key=key).first() or Profile(user=user, key=key, **defaults)
         if profile.pk is None:
             out.one("the profile", None, profile)
-    p = _Profile(profile=profile, key=key, report=report, out=out)
-    for step in (_tombstones, _slices, _messages, _legacy_fragments, _highlights, _experiences, _relations,
-                 _legacy_meta, _card, _card_snapshots, _favourites):
+    p = _Profile(profile=profile, key=key, report=report, out=out, files=files)
+    for step in (_tombstones, _slices, _evolution_runs, _slice_log, _messages, _legacy_fragments, _highlights,
+                 _experiences, _relations, _legacy_meta, _card, _card_snapshots, _favourites, _lore_entries,
+                 _companion_card, _proactive_sends, _message_links):
         step(p, pdata)
+
+
+def _avatar(meta, files: Files, where: str):
+    """The avatar's file checked and re-encoded through memory.images (never stored as given),
+    before anything is written; None when the file names none."""
+    if not isinstance(meta, dict) or not meta.get("file"):
+        return None
+    try:
+        return prepare_avatar(files.read(meta["file"], where), name=meta.get("name") or "")
+    except ImageRefused as exc:
+        raise BadExport(f"{where}: the image {meta['file']!r} is refused: {exc.reason}") from None
+
+
+def _profile_extras(profile: Profile, settings_: dict, avatar) -> None:
+    """A new profile's time of making as the file has it, its connection found by name (none of
+    that name: the server's default), and its avatar's files."""
+    fields = {}
+    if settings_.get("connection") and any(f.name == "model_connection" for f in Profile._meta.concrete_fields):
+        fields["model_connection"] = Connection.objects.filter(name=settings_["connection"]).order_by("pk").first()
+    if settings_.get("created_at"):
+        fields["created_at"] = _dt(settings_["created_at"])
+    if avatar is not None:
+        fields["avatar"] = store_avatar(profile=profile, avatar=avatar)
+    if fields:
+        try:
+            with transaction.atomic():
+                Profile.objects.filter(pk=profile.pk).update(**fields)
+        except BaseException:
+            remove_avatar_files(profile.pk, fields.get("avatar"))
+            raise
 
 
 def _tombstones(p: _Profile, pdata: dict) -> None:
@@ -211,39 +274,71 @@ MESSAGE_COLUMNS = ("mid", "speaker", "message_type", "content", "raw_content", "
 
 def _messages(p: _Profile, pdata: dict) -> None:
     """New lines in their slices (a line the file gives none joins one by the idle gap, S1),
-    indexed for recall in the batch that writes them (D3)."""
+    indexed for recall in the batch that writes them (D3). An image line's file is checked and
+    re-encoded through memory.images, and in the apply stored before its batch is written."""
     p.mids = dict(Message.objects.filter(profile_id=p.profile.pk).values_list("mid", "pk"))
-    new, loose = [], []
-    for m in pdata.get("messages", []):
-        p.add("messages", "read")
-        if ("msg", m["mid"]) in p.tombs:
-            p.add("messages", "tombstoned")
-            p.report.notes.append(f"{p.key}: message {m['mid']} is tombstoned; skipped")
-            continue
-        if m["mid"] in p.mids:
-            p.add("messages", "existing")
-            continue
-        fields = _local_clock({f: m[f] for f in MESSAGE_COLUMNS if f in m})
-        obj = Message(profile=p.profile, created_at=_dt(m["created_at"]), deleted_at=_dt(m.get("deleted_at")), **fields)
-        p.mids[obj.mid] = None
-        p.add("messages", "created")
-        if not p.out.write:
-            # The checking pass asks each row now and keeps none (issue 24 point 6: a million
-            # lines held as rows until the end took ~1 kB each on top of the file's records).
-            p.out.batched("messages", [obj], _write_messages)
-            continue
-        slice_ = p.slices.get(m.get("slice"))
-        if slice_ is None:
-            loose.append(obj)
-        else:
-            obj.slice = slice_
-        new.append(obj)
-    # The slices for loose lines go in first, in one transaction (far fewer rows than lines).
-    p.out.one("message slices", lambda: assign_slices(profile=p.profile, messages=loose))
-    p.out.batched("messages", new, _write_messages)
+    new, loose, written = [], [], []
+    try:
+        for n, m in enumerate(pdata.get("messages", [])):
+            p.add("messages", "read")
+            if ("msg", m["mid"]) in p.tombs:
+                p.add("messages", "tombstoned")
+                p.report.notes.append(f"{p.key}: message {m['mid']} is tombstoned; skipped")
+                continue
+            if m["mid"] in p.mids:
+                p.add("messages", "existing")
+                continue
+            fields = _local_clock({f: m[f] for f in MESSAGE_COLUMNS if f in m})
+            obj = Message(profile=p.profile, created_at=_dt(m["created_at"]), deleted_at=_dt(m.get("deleted_at")),
+                          reviewed_at=_dt(m.get("reviewed_at")), **fields)
+            obj.attachment = _attachment(p, obj, m.get("attachment"), f"profile {p.key!r}, messages[{n}] ({obj.mid!r})",
+                                         written)
+            p.mids[obj.mid] = None
+            p.add("messages", "created")
+            if m.get("reply_of") or m.get("prompt_trace"):
+                p.links.append((obj, m))
+            if not p.out.write:
+                # The checking pass asks each row now and keeps none (issue 24 point 6: a million
+                # lines held as rows until the end took ~1 kB each on top of the file's records).
+                p.out.batched("messages", [obj], _write_messages)
+                continue
+            slice_ = p.slices.get(m.get("slice"))
+            if slice_ is None:
+                loose.append(obj)
+            else:
+                obj.slice = slice_
+            new.append(obj)
+        # The slices for loose lines go in first, in one transaction (far fewer rows than lines).
+        p.out.one("message slices", lambda: assign_slices(profile=p.profile, messages=loose))
+        p.out.batched("messages", new, _write_messages)
+    except BaseException:
+        # The files of lines that were not written go again (a run of the same import stores them anew).
+        have = set(Message.objects.filter(profile_id=p.profile.pk, mid__in=[o.mid for o in new])
+                   .values_list("mid", flat=True)) if p.profile.pk else set()
+        remove_files([path for mid, paths in written if mid not in have for path in paths])
+        raise
     if p.out.write and new:
         p.out.one("the recall index", optimize_index)
     p.mids.update((m.mid, m.pk) for m in new)
+
+
+def _attachment(p: _Profile, obj: Message, meta, where: str, written: list):
+    """The attachment a line is stored with. A file the export holds (`file`, a zip member) is
+    checked and re-encoded as an upload is (memory.images), never stored as given; storage
+    paths a file names are never kept (a path is where this server put a file it wrote)."""
+    if not isinstance(meta, dict):
+        return meta
+    if not meta.get("file"):
+        return {k: v for k, v in meta.items() if k not in ("path", "thumb")}
+    try:
+        checked = check_image(p.files.read(meta["file"], where), name=meta.get("name") or "")
+    except ImageRefused as exc:
+        raise BadExport(f"{where}: the image {meta['file']!r} is refused: {exc.reason}") from None
+    if not p.out.write:
+        return {k: v for k, v in meta.items() if k != "file"}
+    attachment, paths = save_image_files(profile_id=p.profile.pk, mid=obj.mid, checked=checked)
+    written.append((obj.mid, paths))
+    return attachment
 
 
 def _write_messages(batch: list) -> None:
@@ -298,7 +393,7 @@ def _highlights(p: _Profile, pdata: dict) -> None:
         new.append(Highlight(
             profile=p.profile, hid=h["hid"], message_id=message_id, mid=h["mid"], content=h["content"],
             source=h.get("source") or "import", created_at=_dt(h["created_at"]), deleted_at=_dt(h.get("deleted_at")),
-            flagged=flagged, legacy_key=h.get("legacy_key") or "", legacy_extra=h.get("legacy_extra") or {},
+            reviewed_at=_dt(h.get("reviewed_at")), flagged=flagged, legacy_key=h.get("legacy_key") or "", legacy_extra=h.get("legacy_extra") or {},
         ))
         p.hids[h["hid"]] = None
         p.add("highlights", "created")
@@ -322,13 +417,17 @@ def _experiences(p: _Profile, pdata: dict) -> None:
             profile=p.profile, eid=e["eid"], title=e["title"], content=e["content"], status=e["status"],
             time_certainty=e["time_certainty"], event_time=_dt(e.get("event_time")),
             event_time_text=e.get("event_time_text") or "", recorded_at=_dt(e["recorded_at"]),
-            invalid_at=_dt(e.get("invalid_at")), deleted_at=_dt(e.get("deleted_at")), flagged=e.get("flagged") or "",
+            invalid_at=_dt(e.get("invalid_at")), deleted_at=_dt(e.get("deleted_at")),
+            reviewed_at=_dt(e.get("reviewed_at")), flagged=e.get("flagged") or "",
             legacy_key=e.get("legacy_key") or "", legacy_extra=e.get("legacy_extra") or {},
         )
+        obj._file_updated_at = _dt(e.get("updated_at"))
         sources = [ExperienceSource(experience=obj, mid=mid, message_id=p.mids.get(mid), position=pos)
                    for pos, mid in enumerate(dict.fromkeys(e.get("source_mids", [])))]
         history = [_dated(ExperienceHistory(experience=obj, actor=h["actor"], action=h["action"],
-                                            before=h.get("before"), after=h.get("after"), reason=h.get("reason") or ""),
+                                            before=h.get("before"), after=h.get("after"), reason=h.get("reason") or "",
+                                            run_id=p.runs.get(h.get("run")),
+                                            actor_user=p.profile.user if h.get("by_owner") else None),
                           h) for h in e.get("history", [])]
         new.append((obj, sources, history))
         p.eids[e["eid"]] = None
@@ -338,7 +437,13 @@ def _experiences(p: _Profile, pdata: dict) -> None:
 
 
 def _write_experiences(batch: list) -> None:
-    Experience.objects.bulk_create([o for o, _, _ in batch])
+    experiences = [o for o, _, _ in batch]
+    Experience.objects.bulk_create(experiences)
+    dated = [o for o in experiences if o._file_updated_at is not None]
+    for o in dated:  # the file's time of the last change, not the import's (`auto_now`)
+        o.updated_at = o._file_updated_at
+    if dated:
+        Experience.objects.bulk_update(dated, ["updated_at"])
     ExperienceSource.objects.bulk_create([s for _, sources, _ in batch for s in sources])
     _create_dated(ExperienceHistory, [h for _, _, history in batch for h in history])
 
@@ -365,7 +470,8 @@ def _relation(p: _Profile, r: dict) -> Relation:
     obj = Relation(
         profile=p.profile, rid=r["rid"], type=r["type"], from_id=r["from_id"], to_id=r["to_id"],
         from_highlight_id=p.hids.get(r["from_id"]), to_highlight_id=p.hids.get(r["to_id"]),
-        created_at=_dt(r["created_at"]), deleted_at=_dt(r.get("deleted_at")), flagged=r.get("flagged") or "",
+        created_at=_dt(r["created_at"]), deleted_at=_dt(r.get("deleted_at")), reviewed_at=_dt(r.get("reviewed_at")),
+        flagged=r.get("flagged") or "",
         legacy_key=r.get("legacy_key") or "", legacy_extra=r.get("legacy_extra") or {},
     )
     obj.from_experience_id = None if obj.from_highlight_id else p.eids.get(r["from_id"])
@@ -401,15 +507,22 @@ def _card(p: _Profile, pdata: dict) -> None:
     if existing is not None and existing.text.strip():
         p.add("card", "existing")
         return
+    updated = _dt(card.get("updated_at"))
     if existing is not None:  # an empty row (opening /card/ makes one) takes the card
         existing.text, existing.format = card.get("text") or "", card.get("format") or "v5"
         existing.version = max(existing.version, card.get("version") or 0)
-        p.out.one("the card", lambda: existing.save(update_fields=["text", "format", "version", "updated_at"]),
-                  existing)
+        row = existing
+        save = lambda: existing.save(update_fields=["text", "format", "version", "updated_at"])  # noqa: E731
     else:
-        new = Card(profile=p.profile, text=card.get("text") or "", format=card.get("format") or "v5",
+        row = Card(profile=p.profile, text=card.get("text") or "", format=card.get("format") or "v5",
                    version=card.get("version") or 0)
-        p.out.one("the card", new.save, new)
+        save = row.save
+
+    def write() -> None:
+        save()
+        if updated:  # the file's time, not the import's (`updated_at` is set on every save)
+            Card.objects.filter(pk=row.pk).update(updated_at=updated)
+    p.out.one("the card", write, row)
     p.add("card", "created")
 
 
@@ -423,7 +536,7 @@ def _card_snapshots(p: _Profile, pdata: dict) -> None:
             continue
         have.add(s["slice"])
         new.append(_dated(CardSnapshot(profile=p.profile, slice=p.slices[s["slice"]], text=s.get("text") or "",
-                                       card_version=s.get("card_version") or 0), s))
+                                       card_version=s.get("card_version") or 0, run_id=p.runs.get(s.get("run"))), s))
         p.add("card_snapshots", "created")
     p.out.batched("card snapshots", new, lambda batch: _create_dated(CardSnapshot, batch))
 
@@ -441,6 +554,126 @@ def _favourites(p: _Profile, pdata: dict) -> None:
                                     highlight_id=p.hids.get(f.get("hid"))), f))
         p.add("favourites", "created")
     p.out.batched("favourites", new, lambda batch: _create_dated(Favourite, batch))
+
+
+def _evolution_runs(p: _Profile, pdata: dict) -> None:
+    """The card's evolution runs with their steps and diffs (K10), deduplicated by when they were
+    made and their trigger; the file names each by a ref its other records use."""
+    have = {(at, trigger): pk for at, trigger, pk in
+            EvolutionRun.objects.filter(profile_id=p.profile.pk).values_list("created_at", "trigger", "pk")}
+    new = []
+    for r in pdata.get("evolution_runs", []):
+        p.add("evolution_runs", "read")
+        ident = (_aware(_dt(r["created_at"])), r["trigger"])
+        if ident in have:
+            p.runs[r["ref"]] = have[ident]
+            p.add("evolution_runs", "existing")
+            continue
+        obj = EvolutionRun(profile=p.profile, slice=p.slices.get(r.get("slice")), **{
+            f: r[f] for f in ("trigger", "status", "skip_reason", "summary", "diff", "steps", "model_name", "error",
+                              "attempts", "card_before", "card_after") if r.get(f) is not None},
+            started_at=_dt(r.get("started_at")), finished_at=_dt(r.get("finished_at")))
+        obj._file_created_at, obj._ref = _dt(r["created_at"]), r["ref"]
+        have[ident] = None
+        new.append(obj)
+        p.add("evolution_runs", "created")
+    p.out.batched("evolution runs", new, lambda batch: _create_dated(EvolutionRun, batch))
+    p.runs.update((o._ref, o.pk) for o in new)
+
+
+def _aware(value):
+    """A time as the database gives it back (a naive one is in the default zone), to compare."""
+    return timezone.make_aware(value) if value is not None and timezone.is_naive(value) else value
+
+
+def _slice_log(p: _Profile, pdata: dict) -> None:
+    """The slices' cognitive logs (S2), each entry once (by slice, time, kind and summary)."""
+    have = set(SliceLogEntry.objects.filter(slice__profile_id=p.profile.pk)
+               .values_list("slice__key", "created_at", "kind", "summary")) if p.profile.pk else set()
+    new = []
+    for e in pdata.get("slice_log", []):
+        p.add("slice_log", "read")
+        ident = (e["slice"], _aware(_dt(e["created_at"])), e["kind"], e.get("summary") or "")
+        if ident in have or e["slice"] not in p.slices:
+            p.add("slice_log", "existing")
+            continue
+        have.add(ident)
+        data = e.get("data") if isinstance(e.get("data"), dict) else {}
+        if "run_id" in data:
+            data = {**data, "run_id": p.runs.get(data["run_id"])}
+        new.append(_dated(SliceLogEntry(slice=p.slices[e["slice"]], kind=e["kind"], summary=e.get("summary") or "",
+                                        data=data), e))
+        p.add("slice_log", "created")
+    p.out.batched("slice log", new, lambda batch: _create_dated(SliceLogEntry, batch))
+
+
+def _lore_entries(p: _Profile, pdata: dict) -> None:
+    """The companion's lorebook (H2), by position."""
+    p.lore = dict(LoreEntry.objects.filter(profile_id=p.profile.pk).values_list("position", "pk"))
+    new = []
+    for e in pdata.get("lore_entries", []):
+        p.add("lore_entries", "read")
+        if e["position"] in p.lore:
+            p.add("lore_entries", "existing")
+            continue
+        new.append(LoreEntry(profile=p.profile, **{
+            f: e[f] for f in ("position", "name", "keys", "secondary_keys", "content", "enabled", "constant",
+                              "selective", "case_sensitive", "insertion_order", "priority", "extra") if f in e}))
+        p.lore[e["position"]] = None
+        p.add("lore_entries", "created")
+    p.out.save("lorebook entries", LoreEntry, new)
+    p.lore.update((o.position, o.pk) for o in new)
+
+
+def _companion_card(p: _Profile, pdata: dict) -> None:
+    """The character card the companion was made from (H2), unless the profile has one."""
+    card = pdata.get("companion_card")
+    if not card:
+        return
+    p.add("companion_card", "read")
+    if CompanionCard.objects.filter(profile_id=p.profile.pk).exists():
+        p.add("companion_card", "existing")
+        return
+    row = CompanionCard(profile=p.profile, imported_at=_dt(card.get("imported_at")), **{
+        f: card[f] for f in ("identity", "spec", "data", "book", "persona_built", "source_name") if f in card})
+    p.out.one("the companion card", row.save, row)
+    p.add("companion_card", "created")
+
+
+def _proactive_sends(p: _Profile, pdata: dict) -> None:
+    """The messages the companion wrote first (K15), by subject (each occasion once)."""
+    have = set(ProactiveSend.objects.filter(profile_id=p.profile.pk).values_list("subject", flat=True))
+    new = []
+    for s in pdata.get("proactive_sends", []):
+        p.add("proactive_sends", "read")
+        if s["subject"] in have:
+            p.add("proactive_sends", "existing")
+            continue
+        have.add(s["subject"])
+        new.append(ProactiveSend(profile=p.profile, day=date.fromisoformat(s["day"]), reason=s["reason"],
+                                 subject=s["subject"], message_id=p.mids.get(s.get("mid")),
+                                 **({"created_at": _dt(s["created_at"])} if s.get("created_at") else {})))
+        p.add("proactive_sends", "created")
+    p.out.save("proactive sends", ProactiveSend, new)
+
+
+def _message_links(p: _Profile, pdata: dict) -> None:
+    """The new lines' links to other rows, once all are in: a reply's user line (`reply_of`, how
+    alternatives group, U2) and what its prompt held (U4), by this account's keys."""
+    names = {"recalled": p.mids, "highlights": p.hids, "experiences": p.eids, "lore": p.lore}
+    linked = []
+    for obj, m in p.links:
+        obj.reply_of_id = p.mids.get(m.get("reply_of")) if m.get("reply_of") else None
+        trace = m.get("prompt_trace")
+        if isinstance(trace, dict):
+            trace = {**trace, **{part: [names[part][ref] for ref in trace[part] if names[part].get(ref)]
+                                 for part in TRACE_REFS if isinstance(trace.get(part), list)}}
+        obj.prompt_trace = trace
+        linked.append(obj)
+    p.links = []
+    if p.out.write:
+        p.out.batched("message links", linked,
+                      lambda batch: Message.objects.bulk_update(batch, ["reply_of", "prompt_trace"]))
 
 
 def _dated(obj, rec: dict):

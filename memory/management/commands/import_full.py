@@ -5,8 +5,13 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from memory.interop.full_import import COLUMNS, BadExport, ImportInterrupted, import_full
-from memory.interop.json_stream import ExportFile
+from memory.interop.full_import import (
+    COLUMNS,
+    BadExport,
+    ImportInterrupted,
+    import_full,
+    open_export_path,
+)
 from memory.management import output
 from memory.management.profiles import resolve_user
 
@@ -15,7 +20,7 @@ class Command(BaseCommand):
     help = "Import a Previously JSON export into a user's profiles; re-running changes nothing."
 
     def add_arguments(self, parser):
-        parser.add_argument("path", help="The export file (written by export_full --format json).")
+        parser.add_argument("path", help="The export file (written by export_full --format json: a JSON file, or a zip with images).")
         parser.add_argument("--dry-run", action="store_true", help="Show the counts per kind; write nothing.")
         parser.add_argument("--user", help="Owner of the imported profiles (default: the first superuser).")
 
@@ -25,9 +30,8 @@ class Command(BaseCommand):
         if not path.is_file():
             raise CommandError(f"export file {str(path)!r} not found", returncode=2)
         try:
-            with output.progress(self.stderr) as progress:
-                report = import_full(data=ExportFile(lambda: path.open("rb")), user=user, dry_run=opts["dry_run"],
-                                     progress=progress)
+            with open_export_path(path, name=str(path)) as export, output.progress(self.stderr) as progress:
+                report = import_full(data=export, user=user, dry_run=opts["dry_run"], progress=progress)
         except BadExport as exc:
             raise CommandError(f"{path}: {exc}", returncode=1) from None
         except ImportInterrupted as exc:

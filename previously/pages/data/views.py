@@ -1,6 +1,6 @@
 """Download a full export and upload one with a dry-run preview (SPEC X1, X2, P2)."""
 
-import json
+import tempfile
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -8,19 +8,19 @@ from django.contrib.auth.decorators import login_required
 from django.contrib.auth.signals import user_logged_out
 from django.core.exceptions import PermissionDenied
 from django.dispatch import receiver
-from django.http import Http404, HttpResponse
+from django.http import FileResponse, Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods, require_POST
 
-from memory.interop.export import export_json, profiles_for
+from memory.interop.export import export_full, json_bytes, profiles_for, write_export
 from memory.interop.full_import import BadExport, ImportInterrupted, import_full
 from memory.interop.previews import (
     drop_preview,
     drop_previews,
     pending_preview,
-    preview_file,
+    preview_export,
     save_preview,
 )
 from memory.models import Profile
@@ -58,11 +58,18 @@ def data_export(request):
     profiles = list(profiles_for(user=target, profile_key=request.GET.get("profile") or None))
     if request.GET.get("profile") and not profiles:
         raise Http404("No such profile.")
-    body = json.dumps(export_json(profiles=profiles), ensure_ascii=False, indent=1)
-    name = f"previously-{target.get_username()}-{request.GET.get('profile') or 'all'}-{timezone.now():%Y%m%d-%H%M}.json"
-    response = HttpResponse(body, content_type="application/json; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="{name}"'
-    return response
+    # Issue 28 point 4: the JSON, or a zip of it and the image files when there are images,
+    # written to a temporary file; a zip is streamed from there (never its images all in memory).
+    export = export_full(profiles=profiles)
+    name = f"previously-{target.get_username()}-{request.GET.get('profile') or 'all'}-{timezone.now():%Y%m%d-%H%M}"
+    if not export.files:
+        response = HttpResponse(json_bytes(export.data), content_type="application/json; charset=utf-8")
+        response["Content-Disposition"] = f'attachment; filename="{name}.json"'
+        return response
+    body = tempfile.TemporaryFile()  # noqa: SIM115 - FileResponse closes it once sent
+    write_export(export, body)
+    body.seek(0)
+    return FileResponse(body, as_attachment=True, filename=f"{name}.zip", content_type="application/zip")
 
 
 @login_required
@@ -83,7 +90,8 @@ def data_import_preview(request):
     try:
         # A dry run that only reads (no write lock), streaming the stored file: bounded in
         # memory, depth and object count (memory/interop/json_stream.py).
-        report = import_full(data=preview_file(token), user=target, dry_run=True)
+        with preview_export(token) as export:
+            report = import_full(data=export, user=target, dry_run=True)
     except BadExport as exc:
         drop_preview(token)
         return _page_with_error(request, target, _refused(exc))
@@ -109,7 +117,8 @@ def data_import_apply(request):
     target = get_object_or_404(User, pk=pending.target_id)
     _target_user(request, target.get_username())  # re-check: staff rights may have changed
     try:
-        report = import_full(data=preview_file(pending.token), user=target)
+        with preview_export(pending.token) as export:
+            report = import_full(data=export, user=target)
     except BadExport as exc:
         drop_preview(pending.token)
         return _page_with_error(request, target, _refused(exc))

@@ -53,7 +53,7 @@ def test_x1_json_export_holds_tombstones_and_messages(user):
     out = StringIO()
     call_command("export_full", "--user", "alice", stdout=out, stderr=StringIO())
     data = json.loads(out.getvalue())
-    assert data["format"] == "previously-export" and data["version"] == 1
+    assert data["format"] == "previously-export" and data["version"] == 2
     (p,) = data["profiles"]
     assert [m["content"] for m in p["messages"]] == ["你好 🐱"]
     assert [t["object_id"] for t in p["tombstones"]] == ["c_0000000000000001"]

@@ -1,12 +1,16 @@
 """The export/import page (SPEC X1, X2, P2): own data only, staff for anyone, preview before apply."""
 
+import io
 import json
+import zipfile
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import OperationalError, connection
 from django.urls import reverse
+from PIL import Image
 
+from memory.images import store_image_message
 from memory.models import Message
 from tests.factories import MessageFactory
 
@@ -211,3 +215,26 @@ def test_pending_previews_are_per_person_one_each_and_go_at_logout(client, profi
     again.force_login(bob)
     assert again.post(reverse("data_import_apply"), {"token": token}).status_code == 200
     assert Message.objects.filter(profile__user=bob).count() == 1
+
+
+def test_an_export_with_images_downloads_as_a_zip_and_uploads_back(client, profile, bob, storage):
+    """Issue 28 point 4: with an image the download is a zip of export.json and the image file;
+    the data page previews and applies that zip, the image re-encoded into bob's own files."""
+    picture = io.BytesIO()
+    Image.new("RGB", (12, 9), (30, 160, 90)).save(picture, "PNG")
+    store_image_message(profile=profile, mid="c_00000000000000e1", data=picture.getvalue(), caption="猫 🐱")
+    client.force_login(profile.user)
+    response = client.get(reverse("data_export"))
+    assert response["Content-Type"] == "application/zip"
+    assert response["Content-Disposition"].endswith('.zip"')
+    body = b"".join(response.streaming_content)
+    with zipfile.ZipFile(io.BytesIO(body)) as archive:
+        assert sorted(archive.namelist()) == ["export.json", f"images/{profile.key}/c_00000000000000e1.png"]
+    client.force_login(bob)
+    upload = SimpleUploadedFile("e.zip", body, "application/zip")
+    preview = client.post(reverse("data_import_preview"), {"export": upload})
+    assert preview.status_code == 200 and preview.context["preview"].counts["messages"]["created"] == 1
+    assert not Message.objects.filter(profile__user=bob).exists()
+    client.post(reverse("data_import_apply"), {"token": preview.context["token"]})
+    line = Message.objects.get(profile__user=bob)
+    assert line.content == "猫 🐱" and line.attachment["path"].startswith(f"images/{line.profile_id}/")
