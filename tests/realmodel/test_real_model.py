@@ -240,9 +240,15 @@ async def test_the_first_word_does_not_wait_behind_a_welcome_back_being_written(
     first_word = capture.first_word[-1]
     replied = time.monotonic()
     await asyncio.to_thread(background.join, 600)
+    # The reply's own prompt time: the same request again, alone, once the welcome-back has
+    # been written (so the server's cache holds that, as it did when the turn came).
+    replay = time.monotonic()
+    await asyncio.to_thread(server_prompt_tokens, real_provider, capture.requests[-1])
+    own = time.monotonic() - replay
     print(f"\n[realmodel] first word: {first_word:.1f} s after Send with a welcome-back being written "
-          f"(set aside at the first keystroke, {TYPING_SECONDS} s before), "
-          f"{baseline:.1f} s without; turn {replied - sent:.1f} s; the welcome-back gave way {len(preempted)} time(s) "
+          f"(set aside at the first keystroke, {TYPING_SECONDS} s before); the same request alone "
+          f"{own:.1f} s (margin {first_word - own:+.1f} s); a first turn "
+          f"{baseline:.1f} s; turn {replied - sent:.1f} s; the welcome-back gave way {len(preempted)} time(s) "
           f"and finished {done['at'] - replied:.1f} s after the reply ({len(done['text'])} chars)")
     assert tokens_of(frames)
     if writing:  # it gave way to the turn and was written again after it
