@@ -73,7 +73,7 @@ def _write_messages(p: ProfilePlan, profile: Profile) -> dict[str, int]:
     assign_slices(profile=profile, messages=p.messages, tz_offset_hours=p.tz_offset_hours)
     insert_rows(Message, p.messages)
     # The raw insert returns no pks: read the new ones back by the (profile, mid) unique key.
-    mids = dict(Message.objects.filter(profile=profile).values_list("mid", "pk"))
+    mids = dict(Message.objects.filter(profile=profile).order_by().values_list("mid", "pk"))
     for row in p.messages:
         row.pk = mids[row.mid]
     index_imported(p.messages)
