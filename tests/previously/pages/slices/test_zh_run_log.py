@@ -7,7 +7,10 @@ from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import translation
 
+from memory.consolidation import update_experience
+from memory.curation import ExperienceRefused
 from memory.models import EvolutionRun, SliceLogEntry
+from memory.phrases import shown
 from previously.agent.evolve import create_run, execute_run
 from previously.agent.tools import REGISTRY
 from tests.llm_server import Turn
@@ -77,3 +80,14 @@ def test_the_chats_run_notice_speaks_chinese(profile, llm_server, llm_provider):
                  for s in steps]
     left = [{w for w in english(html) - NAMES if not any(n.startswith(w) for n in NAMES)} for html in shown]
     assert left == [set()] * len(shown)  # (a name cut by the notice's 160 characters is still a name)
+
+
+@pytest.mark.parametrize("eid", ["exp_不存在", "  "])
+def test_an_experience_refusal_reads_in_chinese_and_stays_english_for_the_model(profile, eid):
+    """The experience phase's refusals (memory.consolidation) are phrases too."""
+    with pytest.raises(ExperienceRefused) as refused:
+        update_experience(profile=profile, eid=eid, title="晨跑", content="每天跑", evidence_mids=[], reason="")
+    reason = refused.value.reason
+    assert str(reason).startswith(("no experience 'exp_不存在' for this person", "name the experience by its id"))
+    with translation.override("zh-hans"):
+        assert english(shown(reason)) - NAMES - {"exp_"} == set(), shown(reason)
