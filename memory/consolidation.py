@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext_noop
 
 from memory.curation import ExperienceRefused, cited_messages
 from memory.models import (
@@ -27,6 +28,7 @@ from memory.models import (
     Message,
     Profile,
 )
+from memory.phrases import say
 from memory.recall.tokenize import tokenize
 
 HAND_ACTORS = (ExperienceHistory.Actor.USER, ExperienceHistory.Actor.ADMIN)
@@ -50,14 +52,16 @@ class Evidence:
 
 def _experience(profile: Profile, eid: object) -> Experience:
     if not isinstance(eid, str) or not eid.strip():
-        raise ExperienceRefused("name the experience by its id (exp_…), as listed in the briefing")
+        raise ExperienceRefused(say(gettext_noop("name the experience by its id (exp_…), as listed in the briefing")))
     experience = Experience.objects.for_profile(profile).filter(eid=eid.strip()).first()
     if experience is None:
-        raise ExperienceRefused(f"no experience {eid!r} for this person — use an id from the list you were given")
+        raise ExperienceRefused(say(gettext_noop("no experience %(eid)s for this person — use an id from the list you were given"),
+                                    eid=repr(eid)))
     if experience.deleted_at is not None:
-        raise ExperienceRefused(f"experience {experience.eid} was deleted; it cannot be changed")
+        raise ExperienceRefused(say(gettext_noop("experience %(eid)s was deleted; it cannot be changed"), eid=experience.eid))
     if experience.flagged:
-        raise ExperienceRefused(f"experience {experience.eid} is flagged ({experience.flagged}); leave it to the person")
+        raise ExperienceRefused(say(gettext_noop("experience %(eid)s is flagged (%(flag)s); leave it to the person"),
+                                    eid=experience.eid, flag=experience.flagged))
     return experience
 
 
@@ -65,23 +69,21 @@ def evidence(profile: Profile, mids: object, *, about: str) -> Evidence:
     """The cited messages, checked: they exist and are live in this profile, one of them is the
     person's own line, and together they share words with `about` (they say so)."""
     if not isinstance(mids, list) or not [m for m in mids if isinstance(m, str) and m.strip()]:
-        raise ExperienceRefused("evidence_mids must list at least one archived message id (c_… or a_…)")
+        raise ExperienceRefused(say(gettext_noop("evidence_mids must list at least one archived message id (c_… or a_…)")))
     wanted = list(dict.fromkeys(m.strip() for m in mids if isinstance(m, str) and m.strip()))
     found = cited_messages(profile, wanted, what="evidence", whose="this person's")
     messages = [found[mid] for mid in wanted]
     if not any(m.speaker == Message.Speaker.USER for m in messages):
-        raise ExperienceRefused(
-            "the evidence must include a line the person wrote (c_…); the companion's own words are not evidence"
-        )
+        raise ExperienceRefused(say(gettext_noop(
+            "the evidence must include a line the person wrote (c_…); the companion's own words are not evidence")))
     claim = set(tokenize(about))
     said = set()
     for m in messages:
         said.update(tokenize(m.content))
     if claim and not claim & said:
-        raise ExperienceRefused(
-            f"messages {', '.join(wanted)} do not say so: they share no words with “{about[:120]}” — "
-            "cite the lines where the person says it"
-        )
+        raise ExperienceRefused(say(gettext_noop(
+            "messages %(mids)s do not say so: they share no words with “%(about)s” — cite the lines where the person"
+            " says it"), mids=", ".join(wanted), about=about[:120]))
     return Evidence(messages)
 
 
@@ -156,9 +158,10 @@ def update_experience(
     title = " ".join(str(title or "").split())[:300]
     content = str(content or "").strip()
     if not title or not content:
-        raise ExperienceRefused("update_experience needs a non-empty title and content")
+        raise ExperienceRefused(say(gettext_noop("update_experience needs a non-empty title and content")))
     if title == experience.title and content == experience.content:
-        raise ExperienceRefused(f"experience {experience.eid} already says exactly that — nothing to update")
+        raise ExperienceRefused(say(gettext_noop("experience %(eid)s already says exactly that — nothing to update"),
+                                    eid=experience.eid))
     proof = evidence(profile, evidence_mids, about=f"{title} {content}")
     hand_edit_guard(experience, proof)
     with transaction.atomic():
@@ -179,7 +182,7 @@ def merge_experiences(
     keep = _experience(profile, keep_eid)
     other = _experience(profile, merge_eid)
     if keep.pk == other.pk:
-        raise ExperienceRefused("merge needs two different experiences")
+        raise ExperienceRefused(say(gettext_noop("merge needs two different experiences")))
     for e in (keep, other):
         _usable(e, "merged")
     title = " ".join(str(title or "").split())[:300] or keep.title
@@ -208,17 +211,17 @@ def invalidate_experience(
     """It stopped being true (C5, Graphiti): `invalid_at` is when it stopped; the row stays."""
     experience = _experience(profile, eid)
     if experience.invalid_at is not None:
-        raise ExperienceRefused(
-            f"experience {experience.eid} was already invalidated on {experience.invalid_at:%Y-%m-%d} — nothing to do"
-        )
+        raise ExperienceRefused(say(gettext_noop(
+            "experience %(eid)s was already invalidated on %(day)s — nothing to do"),
+            eid=experience.eid, day=f"{experience.invalid_at:%Y-%m-%d}"))
     when = _when(stopped_at)
     now = now or timezone.now()
     if when > now:
-        raise ExperienceRefused(f"stopped_at {stopped_at!r} is in the future; give the time it stopped being true")
+        raise ExperienceRefused(say(gettext_noop(
+            "stopped_at %(value)s is in the future; give the time it stopped being true"), value=repr(stopped_at)))
     if experience.event_time is not None and when < experience.event_time:
-        raise ExperienceRefused(
-            f"stopped_at {stopped_at!r} is before the experience began ({experience.event_time:%Y-%m-%d})"
-        )
+        raise ExperienceRefused(say(gettext_noop("stopped_at %(value)s is before the experience began (%(day)s)"),
+                                    value=repr(stopped_at), day=f"{experience.event_time:%Y-%m-%d}"))
     proof = evidence(profile, evidence_mids, about=f"{experience.title} {experience.content}")
     hand_edit_guard(experience, proof)
     with transaction.atomic():
@@ -240,7 +243,8 @@ def confirm_with_evidence(
     experience = _experience(profile, eid)
     _usable(experience, "confirmed")
     if experience.status == Experience.Status.ACTIVE:
-        raise ExperienceRefused(f"experience {experience.eid} is already active — nothing to confirm")
+        raise ExperienceRefused(say(gettext_noop("experience %(eid)s is already active — nothing to confirm"),
+                                    eid=experience.eid))
     proof = evidence(profile, evidence_mids, about=f"{experience.title} {experience.content}")
     hand_edit_guard(experience, proof)
     with transaction.atomic():
@@ -256,9 +260,11 @@ def _when(value: object) -> datetime:
     """An ISO date or time (a bare date is its start, UTC); refused when it is neither."""
     text = str(value or "").strip()
     if not text:
-        raise ExperienceRefused("stopped_at is required: when it stopped being true, YYYY-MM-DD or an ISO time")
+        raise ExperienceRefused(say(gettext_noop(
+            "stopped_at is required: when it stopped being true, YYYY-MM-DD or an ISO time")))
     try:
         when = datetime.fromisoformat(text)
     except ValueError:
-        raise ExperienceRefused(f"stopped_at {text!r} is not YYYY-MM-DD or an ISO time") from None
+        raise ExperienceRefused(say(gettext_noop("stopped_at %(value)s is not YYYY-MM-DD or an ISO time"),
+                                    value=repr(text))) from None
     return when if timezone.is_aware(when) else when.replace(tzinfo=UTC)

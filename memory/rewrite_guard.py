@@ -13,9 +13,12 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 
+from django.utils.translation import gettext_noop
+
 from memory.card import Card
 from memory.card.lines import card_lines
 from memory.models import EvolutionRun, Profile, Slice
+from memory.phrases import say
 
 PERSON_TRIGGERS = (EvolutionRun.Trigger.FORGET, EvolutionRun.Trigger.HAND)
 # Which card list each agent tool reads its index from, and which argument holds new words.
@@ -94,11 +97,10 @@ def _portrait_refusal(card: Card, words: object, newest: datetime | None, change
         if not _keeps(current, change.words) or _keeps(new, change.words):
             continue
         if newest is None or newest <= change.at:
-            return (
-                f"the person wrote the Past portrait by hand on {change.at:%Y-%m-%d} "
-                f"(“{_cut(change.words)}”); keep their words in the new portrait, or leave it, "
-                "unless a conversation after that says otherwise — cite that newer slice in refs"
-            )
+            return say(gettext_noop(
+                "the person wrote the Past portrait by hand on %(day)s (“%(words)s”); keep their words in the new"
+                " portrait, or leave it, unless a conversation after that says otherwise — cite that newer slice in refs"),
+                day=f"{change.at:%Y-%m-%d}", words=_cut(change.words))
     return None
 
 
@@ -127,10 +129,10 @@ def rewrite_refusal(profile: Profile, card: Card, name: str, arguments: dict,
             if change.part == "portrait" and name != "set_portrait":
                 continue  # a portrait taken off bars only writing that portrait back
             if change.kind == "removed" and _similar(words, change.words) and (newest is None or newest <= change.at):
-                return (
-                    f"the person removed “{change.words}” from the card on {change.at:%Y-%m-%d}; "
-                    "do not write it back unless a conversation after that says so — cite that newer slice in refs"
-                )
+                return say(gettext_noop(
+                    "the person removed “%(words)s” from the card on %(day)s; do not write it back unless a"
+                    " conversation after that says so — cite that newer slice in refs"),
+                    words=change.words, day=f"{change.at:%Y-%m-%d}")
     if name == "set_portrait":
         return _portrait_refusal(card, words, newest, changes)
     attr = _INDEX_OF.get(name)
@@ -148,8 +150,8 @@ def rewrite_refusal(profile: Profile, card: Card, name: str, arguments: dict,
     if target:
         for change in changes:
             if change.kind == "added" and _similar(target, change.words) and (newest is None or newest <= change.at):
-                return (
-                    f"the person wrote “{change.words}” on the card by hand on {change.at:%Y-%m-%d}; "
-                    "leave it unless a conversation after that says otherwise — cite that newer slice in refs"
-                )
+                return say(gettext_noop(
+                    "the person wrote “%(words)s” on the card by hand on %(day)s; leave it unless a conversation"
+                    " after that says otherwise — cite that newer slice in refs"),
+                    words=change.words, day=f"{change.at:%Y-%m-%d}")
     return None

@@ -23,6 +23,10 @@ from dataclasses import dataclass, replace
 from datetime import date
 from typing import Any
 
+from django.utils.translation import gettext_noop
+
+from memory.phrases import say
+
 from . import limits
 from .directives import cites_user_override, conflicting_directive
 from .format import (
@@ -66,7 +70,7 @@ def _mutation(fn: Callable[..., MutationResult]) -> Callable[..., MutationResult
         try:
             return fn(card, **kwargs)
         except _Refused as refusal:
-            return MutationResult(False, str(refusal), card)
+            return MutationResult(False, refusal.args[0], card)  # a phrase (memory.phrases)
 
     return wrapper
 
@@ -80,38 +84,37 @@ def _ok(card: Card, message: str) -> MutationResult:
 
 def _text(value: object, *, what: str, limit: int) -> str:
     if not isinstance(value, str):
-        raise _Refused(f"{what} must be a string, got {type(value).__name__}")
+        raise _Refused(say(gettext_noop("%(what)s must be a string, got %(type)s"), what=what, type=type(value).__name__))
     text = value.strip()
     if not text:
-        raise _Refused(f"{what} is empty — write it and retry")
+        raise _Refused(say(gettext_noop("%(what)s is empty — write it and retry"), what=what))
     if "\n" in text or "\r" in text:
-        raise _Refused(f"{what} must be one line — remove the line breaks and retry")
+        raise _Refused(say(gettext_noop("%(what)s must be one line — remove the line breaks and retry"), what=what))
     if len(text) > limit:
-        raise _Refused(f"{what} is {len(text)} chars, limit {limit} — compress and retry")
+        raise _Refused(say(gettext_noop("%(what)s is %(length)s chars, limit %(limit)s — compress and retry"),
+                           what=what, length=len(text), limit=limit))
     return text
 
 
 def _ref_list(value: object) -> Refs:
     if isinstance(value, str):
-        raise _Refused(
-            f"refs must be a list of {REF_SHAPE} strings, e.g. ['2026/08/11/1426']"
-            f" — got the single string {value!r}"
-        )
+        raise _Refused(say(
+            gettext_noop("refs must be a list of %(shape)s strings, e.g. ['2026/08/11/1426'] — got the single string %(value)s"),
+            shape=REF_SHAPE, value=repr(value)))
     if not isinstance(value, list | tuple):
-        raise _Refused(f"refs must be a list of {REF_SHAPE} strings, got {type(value).__name__}")
+        raise _Refused(say(gettext_noop("refs must be a list of %(shape)s strings, got %(type)s"),
+                           shape=REF_SHAPE, type=type(value).__name__))
     if not value:
-        raise _Refused(
-            f"refs are required — cite at least one slice as {REF_SHAPE} (no evidence, no write)"
-        )
+        raise _Refused(say(gettext_noop("refs are required — cite at least one slice as %(shape)s (no evidence, no write)"),
+                           shape=REF_SHAPE))
     for ref in value:
         if not is_ref(ref):
-            raise _Refused(f"ref {ref!r} is not a valid {REF_SHAPE}, e.g. '2026/08/11/1426'")
+            raise _Refused(say(gettext_noop("ref %(ref)s is not a valid %(shape)s, e.g. '2026/08/11/1426'"),
+                               ref=repr(ref), shape=REF_SHAPE))
     refs = tuple(dict.fromkeys(value))  # a repeated ref is the same evidence
     if len(refs) > limits.REFS_MAX_PER_ITEM:
-        raise _Refused(
-            f"{len(refs)} refs, limit {limits.REFS_MAX_PER_ITEM} per item"
-            " — cite the strongest evidence"
-        )
+        raise _Refused(say(gettext_noop("%(count)s refs, limit %(limit)s per item — cite the strongest evidence"),
+                           count=len(refs), limit=limits.REFS_MAX_PER_ITEM))
     return refs
 
 
@@ -119,45 +122,45 @@ def _resolve(refs: Refs, refs_exist: RefsResolver) -> None:
     missing = set(refs_exist(refs))
     if missing:
         listed = ", ".join(f"[{r}]" for r in refs if r in missing)
-        raise _Refused(
-            f"refs not found among this profile's slices: {listed}"
-            " — cite slices that exist (read_slice to check)"
-        )
+        raise _Refused(say(
+            gettext_noop("refs not found among this profile's slices: %(refs)s — cite slices that exist (read_slice to check)"),
+            refs=listed))
 
 
 def _day(value: object, *, what: str) -> date:
     day = parse_day(value)
     if day is None:
-        raise _Refused(f"{what} {value!r} is not a date YYYY-MM-DD, e.g. '2026-08-21'")
+        raise _Refused(say(gettext_noop("%(what)s %(value)s is not a date YYYY-MM-DD, e.g. '2026-08-21'"),
+                           what=what, value=repr(value)))
     return day
 
 
 def _index(value: object, items: Sequence[object], *, section: str) -> int:
     """The 0-based position of a 1-based tool index."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise _Refused(f"index must be a whole number, got {value!r}")
+        raise _Refused(say(gettext_noop("index must be a whole number, got %(value)s"), value=repr(value)))
     count = len(items)
     if count == 0:
-        raise _Refused(f"{section} is empty — there is no item {value}")
+        raise _Refused(say(gettext_noop("%(section)s is empty — there is no item %(index)s"), section=section, index=value))
     if not 1 <= value <= count:
-        valid = "1" if count == 1 else f"1–{count}"
-        raise _Refused(
-            f"index {value} is out of range — {section} has {count}"
-            f" item{'s' if count != 1 else ''} (valid: {valid})"
-        )
+        template = (gettext_noop("index %(index)s is out of range — %(section)s has %(count)s item (valid: %(valid)s)")
+                    if count == 1 else
+                    gettext_noop("index %(index)s is out of range — %(section)s has %(count)s items (valid: %(valid)s)"))
+        raise _Refused(say(template, index=value, section=section, count=count, valid="1" if count == 1 else f"1–{count}"))
     return value - 1
 
 
-def _capacity(items: Sequence[object], limit: int, full: str) -> None:
+def _capacity(items: Sequence[object], limit: int, full: str, **more: object) -> None:
+    """`full`: a %(n)s/%(limit)s template (gettext_noop) for the refusal when `items` are at `limit`."""
     if len(items) >= limit:
-        raise _Refused(full.format(n=len(items), limit=limit))
+        raise _Refused(say(full, n=len(items), limit=limit, **more))
 
 
 def _not_duplicate(text: str, existing: Sequence[str], *, what: str) -> None:
     key = text.casefold()
     for k, other in enumerate(existing, 1):
         if other.casefold() == key:
-            raise _Refused(f"{what} {k} already says this — nothing added")
+            raise _Refused(say(gettext_noop("%(what)s %(index)s already says this — nothing added"), what=what, index=k))
 
 
 def _drop(items: tuple, position: int) -> tuple:
@@ -172,20 +175,20 @@ def set_identity(
     card: Card, *, field: object, value: object, refs: object, refs_exist: RefsResolver
 ) -> MutationResult:
     """Set (or, with an empty value, clear) one Identity line, in place."""
-    name = _text(field, what="identity field", limit=limits.IDENTITY_FIELD_MAX_CHARS)
+    name = _text(field, what=say(gettext_noop("identity field")), limit=limits.IDENTITY_FIELD_MAX_CHARS)
     if ":" in name:
-        raise _Refused(
-            f"identity field {name!r} must not contain ':' — e.g. 'Name',"
-            " 'Address them as', 'Pronouns', 'Alias'"
-        )
+        raise _Refused(say(gettext_noop(
+            "identity field %(name)s must not contain ':' — e.g. 'Name', 'Address them as', 'Pronouns', 'Alias'"),
+            name=repr(name)))
     clearing = isinstance(value, str) and not value.strip()
     text = (
         ""
         if clearing
-        else _text(value, what=f"identity {name!r}", limit=limits.IDENTITY_VALUE_MAX_CHARS)
+        else _text(value, what=say(gettext_noop("identity %(name)s"), name=repr(name)), limit=limits.IDENTITY_VALUE_MAX_CHARS)
     )
     if " — refs: " in text:
-        raise _Refused(f"identity {name!r} must not contain ' — refs: ' — pass evidence in refs")
+        raise _Refused(say(gettext_noop("identity %(name)s must not contain ' — refs: ' — pass evidence in refs"),
+                           name=repr(name)))
     evidence = _ref_list(refs)
     lines = card.identity
     position = next(
@@ -194,30 +197,30 @@ def set_identity(
     cap = limits.IDENTITY_MAX_LINES
     if clearing:
         if position is None:
-            raise _Refused(f"Identity has no {name!r} line — nothing to clear")
+            raise _Refused(say(gettext_noop("Identity has no %(name)s line — nothing to clear"), name=repr(name)))
         _resolve(evidence, refs_exist)
         kept = _drop(lines, position)
         return _ok(
-            replace(card, identity=kept), f"Identity {name!r} cleared ({len(kept)}/{cap} lines)"
+            replace(card, identity=kept), say(gettext_noop("Identity %(name)s cleared (%(n)s/%(limit)s lines)"), name=repr(name), n=len(kept), limit=cap)
         )
     new = IdentityLine(name, text, evidence)
     if position is None:
         _capacity(
             lines,
             cap,
-            "Identity has {n}/{limit} lines — change an existing field or"
-            " clear one (empty value) first",
+            gettext_noop("Identity has %(n)s/%(limit)s lines — change an existing field or clear one (empty value) first"),
         )
         _resolve(evidence, refs_exist)
         updated = (*lines, new)
     else:
         if lines[position] == new:
-            return _ok(card, f"Identity {name!r} already is {text!r} — nothing changed")
+            return _ok(card, say(gettext_noop("Identity %(name)s already is %(text)s — nothing changed"), name=repr(name), text=repr(text)))
         _resolve(evidence, refs_exist)
         updated = (*lines[:position], new, *lines[position + 1 :])
     return _ok(
         replace(card, identity=updated),
-        f"Identity {name!r} set to {text!r} ({len(updated)}/{cap} lines)",
+        say(gettext_noop("Identity %(name)s set to %(text)s (%(n)s/%(limit)s lines)"),
+            name=repr(name), text=repr(text), n=len(updated), limit=cap),
     )
 
 
@@ -228,33 +231,31 @@ def set_identity(
 def set_portrait(card: Card, *, text: object) -> MutationResult:
     """Rewrite the Past portrait paragraph (third person, one paragraph)."""
     if not isinstance(text, str):
-        raise _Refused(f"portrait must be a string, got {type(text).__name__}")
+        raise _Refused(say(gettext_noop("portrait must be a string, got %(type)s"), type=type(text).__name__))
     # Line endings and trailing spaces are invisible; normalising them keeps the stored
     # card canonical without touching a word of the content.
     lines = [line.rstrip() for line in text.replace("\r\n", "\n").replace("\r", "\n").split("\n")]
     portrait = "\n".join(lines).strip()
     if not portrait:
-        raise _Refused("portrait is empty — write the third-person paragraph and retry")
+        raise _Refused(say(gettext_noop("portrait is empty — write the third-person paragraph and retry")))
     for k, line in enumerate(portrait.split("\n"), 1):
         if not line.strip():
-            raise _Refused(
-                f"portrait must be one paragraph — line {k} is blank; join the paragraphs and retry"
-            )
+            raise _Refused(say(gettext_noop(
+                "portrait must be one paragraph — line %(line)s is blank; join the paragraphs and retry"), line=k))
         if line.startswith("- "):
-            raise _Refused(
-                f"portrait line {k} starts with '- ' and would read as an anchor"
-                " fact — reword it, or use add_anchor_fact"
-            )
+            raise _Refused(say(gettext_noop(
+                "portrait line %(line)s starts with '- ' and would read as an anchor fact — reword it, or use add_anchor_fact"),
+                line=k))
         if line.startswith("#"):
-            raise _Refused(
-                f"portrait line {k} starts with '#' and would read as a heading — reword it"
-            )
+            raise _Refused(say(gettext_noop(
+                "portrait line %(line)s starts with '#' and would read as a heading — reword it"), line=k))
     cap = limits.PORTRAIT_MAX_CHARS
     if len(portrait) > cap:
-        raise _Refused(f"portrait is {len(portrait)} chars, limit {cap} — compress and retry")
+        raise _Refused(say(gettext_noop("portrait is %(length)s chars, limit %(limit)s — compress and retry"),
+                           length=len(portrait), limit=cap))
     if portrait == card.portrait:
-        return _ok(card, f"portrait unchanged ({len(portrait)}/{cap} chars)")
-    return _ok(replace(card, portrait=portrait), f"portrait set ({len(portrait)}/{cap} chars)")
+        return _ok(card, say(gettext_noop("portrait unchanged (%(n)s/%(limit)s chars)"), n=len(portrait), limit=cap))
+    return _ok(replace(card, portrait=portrait), say(gettext_noop("portrait set (%(n)s/%(limit)s chars)"), n=len(portrait), limit=cap))
 
 
 @_mutation
@@ -262,32 +263,32 @@ def add_anchor_fact(
     card: Card, *, text: object, refs: object, refs_exist: RefsResolver
 ) -> MutationResult:
     """Append an anchor fact to Past."""
-    fact = _text(text, what="anchor fact", limit=limits.ITEM_MAX_CHARS)
+    fact = _text(text, what=say(gettext_noop("anchor fact")), limit=limits.ITEM_MAX_CHARS)
     evidence = _ref_list(refs)
     cap = limits.ANCHOR_FACTS_MAX
     _capacity(
         card.facts,
         cap,
-        "Past has {n}/{limit} anchor facts — remove one first"
-        " (remove_anchor_fact) or fold it into the portrait",
+        gettext_noop("Past has %(n)s/%(limit)s anchor facts — remove one first (remove_anchor_fact) or fold it into the portrait"),
     )
-    _not_duplicate(fact, [f.text for f in card.facts], what="anchor fact")
+    _not_duplicate(fact, [f.text for f in card.facts], what=say(gettext_noop("anchor fact")))
     _resolve(evidence, refs_exist)
     facts = (*card.facts, Fact(fact, evidence))
     return _ok(
-        replace(card, facts=facts), f"anchor fact {len(facts)} added ({len(facts)}/{cap}): {fact!r}"
+        replace(card, facts=facts), say(gettext_noop("anchor fact %(n)s added (%(n)s/%(limit)s): %(text)s"), n=len(facts), limit=cap, text=repr(fact))
     )
 
 
 @_mutation
 def remove_anchor_fact(card: Card, *, index: object) -> MutationResult:
     """Remove one anchor fact from Past."""
-    position = _index(index, card.facts, section="Past (anchor facts)")
+    position = _index(index, card.facts, section=say(gettext_noop("Past (anchor facts)")))
     gone = card.facts[position]
     facts = _drop(card.facts, position)
     return _ok(
         replace(card, facts=facts),
-        f"anchor fact {index} removed: {gone.text!r} ({len(facts)}/{limits.ANCHOR_FACTS_MAX} left)",
+        say(gettext_noop("anchor fact %(index)s removed: %(text)s (%(n)s/%(limit)s left)"),
+            index=index, text=repr(gone.text), n=len(facts), limit=limits.ANCHOR_FACTS_MAX),
     )
 
 
@@ -299,26 +300,28 @@ def add_now(
     card: Card, *, text: object, refs: object, since: object, refs_exist: RefsResolver
 ) -> MutationResult:
     """Append a Now item (a hook, not a narrative) with its since: date."""
-    hook = _text(text, what="Now item", limit=limits.ITEM_MAX_CHARS)
-    day = _day(since, what="since")
+    hook = _text(text, what=say(gettext_noop("Now item")), limit=limits.ITEM_MAX_CHARS)
+    day = _day(since, what="since")  # the argument's name, as the model wrote it
     evidence = _ref_list(refs)
     cap = limits.NOW_MAX
-    _capacity(card.now, cap, "Now has {n}/{limit} items — remove or promote one first")
-    _not_duplicate(hook, [n.text for n in card.now], what="Now item")
+    _capacity(card.now, cap, gettext_noop("Now has %(n)s/%(limit)s items — remove or promote one first"))
+    _not_duplicate(hook, [n.text for n in card.now], what=say(gettext_noop("Now item")))
     _resolve(evidence, refs_exist)
     now = (*card.now, NowItem(hook, evidence, day))
-    return _ok(replace(card, now=now), f"Now item {len(now)} added ({len(now)}/{cap}): {hook!r}")
+    return _ok(replace(card, now=now), say(gettext_noop("Now item %(n)s added (%(n)s/%(limit)s): %(text)s"),
+                                               n=len(now), limit=cap, text=repr(hook)))
 
 
 @_mutation
 def remove_now(card: Card, *, index: object) -> MutationResult:
     """Drop one Now item."""
-    position = _index(index, card.now, section="Now")
+    position = _index(index, card.now, section=say(gettext_noop("Now")))
     gone = card.now[position]
     now = _drop(card.now, position)
     return _ok(
         replace(card, now=now),
-        f"Now {index} removed: {gone.text!r} ({len(now)}/{limits.NOW_MAX} left)",
+        say(gettext_noop("Now %(index)s removed: %(text)s (%(n)s/%(limit)s left)"),
+            index=index, text=repr(gone.text), n=len(now), limit=limits.NOW_MAX),
     )
 
 
@@ -327,24 +330,26 @@ def promote_now(
     card: Card, *, index: object, refs: object, text: object, refs_exist: RefsResolver
 ) -> MutationResult:
     """Move a Now item to Past as an anchor fact worded by ``text`` (K5)."""
-    position = _index(index, card.now, section="Now")
-    fact = _text(text, what="anchor fact", limit=limits.ITEM_MAX_CHARS)
+    position = _index(index, card.now, section=say(gettext_noop("Now")))
+    fact = _text(text, what=say(gettext_noop("anchor fact")), limit=limits.ITEM_MAX_CHARS)
     evidence = _ref_list(refs)
     cap = limits.ANCHOR_FACTS_MAX
     _capacity(
         card.facts,
         cap,
-        "Past has {n}/{limit} anchor facts — remove one first, or fold"
-        f" Now {index} into the portrait (set_portrait) and remove_now",
+        gettext_noop("Past has %(n)s/%(limit)s anchor facts — remove one first, or fold Now %(index)s into the portrait"
+                     " (set_portrait) and remove_now"),
+        index=index,
     )
-    _not_duplicate(fact, [f.text for f in card.facts], what="anchor fact")
+    _not_duplicate(fact, [f.text for f in card.facts], what=say(gettext_noop("anchor fact")))
     _resolve(evidence, refs_exist)
     facts = (*card.facts, Fact(fact, evidence))
     now = _drop(card.now, position)
     return _ok(
         replace(card, facts=facts, now=now),
-        f"Now {index} promoted to anchor fact {len(facts)}: {fact!r}"
-        f" (anchor facts {len(facts)}/{cap}, Now {len(now)}/{limits.NOW_MAX})",
+        say(gettext_noop("Now %(index)s promoted to anchor fact %(n)s: %(text)s (anchor facts %(n)s/%(limit)s,"
+                         " Now %(now)s/%(now_limit)s)"),
+            index=index, n=len(facts), text=repr(fact), limit=cap, now=len(now), now_limit=limits.NOW_MAX),
     )
 
 
@@ -356,33 +361,34 @@ def add_horizon(
     card: Card, *, text: object, by: object, refs: object, refs_exist: RefsResolver
 ) -> MutationResult:
     """Append a Horizon item (commitment, deadline, awaited reply) with its by: date."""
-    item = _text(text, what="Horizon item", limit=limits.ITEM_MAX_CHARS)
+    item = _text(text, what=say(gettext_noop("Horizon item")), limit=limits.ITEM_MAX_CHARS)
     day = _day(by, what="by")
     evidence = _ref_list(refs)
     cap = limits.HORIZON_MAX
-    _capacity(card.horizon, cap, "Horizon has {n}/{limit} items — resolve one first")
-    _not_duplicate(item, [h.text for h in card.horizon], what="Horizon item")
+    _capacity(card.horizon, cap, gettext_noop("Horizon has %(n)s/%(limit)s items — resolve one first"))
+    _not_duplicate(item, [h.text for h in card.horizon], what=say(gettext_noop("Horizon item")))
     _resolve(evidence, refs_exist)
     horizon = (*card.horizon, HorizonItem(item, day, evidence))
     return _ok(
         replace(card, horizon=horizon),
-        f"Horizon item {len(horizon)} added ({len(horizon)}/{cap}): {item!r} by {day}",
+        say(gettext_noop("Horizon item %(n)s added (%(n)s/%(limit)s): %(text)s by %(day)s"),
+            n=len(horizon), limit=cap, text=repr(item), day=str(day)),
     )
 
 
 @_mutation
 def resolve_horizon(card: Card, *, index: object, outcome: object) -> MutationResult:
     """Remove a Horizon item because it was resolved — the only way one leaves (K6)."""
-    position = _index(index, card.horizon, section="Horizon")
-    result = _text(outcome, what="outcome", limit=limits.ITEM_MAX_CHARS)
+    position = _index(index, card.horizon, section=say(gettext_noop("Horizon")))
+    result = _text(outcome, what=say(gettext_noop("outcome")), limit=limits.ITEM_MAX_CHARS)
     gone = card.horizon[position]
     horizon = _drop(card.horizon, position)
     # The outcome lives in this message (and so in the run's log); if it matters later,
     # the agent records it with add_now or add_anchor_fact.
     return _ok(
         replace(card, horizon=horizon),
-        f"Horizon {index} resolved: {gone.text!r} — outcome: {result!r}"
-        f" ({len(horizon)}/{limits.HORIZON_MAX} left)",
+        say(gettext_noop("Horizon %(index)s resolved: %(text)s — outcome: %(outcome)s (%(n)s/%(limit)s left)"),
+            index=index, text=repr(gone.text), outcome=repr(result), n=len(horizon), limit=limits.HORIZON_MAX),
     )
 
 
@@ -394,42 +400,43 @@ def add_lesson(
     card: Card, *, text: object, refs: object, refs_exist: RefsResolver
 ) -> MutationResult:
     """Append a Self-model lesson, unless it restates or contradicts a directive (K4)."""
-    lesson = _text(text, what="lesson", limit=limits.ITEM_MAX_CHARS)
+    lesson = _text(text, what=say(gettext_noop("lesson")), limit=limits.ITEM_MAX_CHARS)
     evidence = _ref_list(refs)
     directive = conflicting_directive(lesson)
     if directive is not None and not (directive.overridable and cites_user_override(lesson)):
-        what = f"lesson restates or contradicts core directive '{directive.key}' ({directive.rule})"
+        what = {"key": directive.key, "rule": directive.rule}
         if not directive.overridable:
-            raise _Refused(f"{what} — a lesson cannot override this directive; drop it")
-        raise _Refused(
-            f"{what} — lessons are deltas on the directives, not copies or"
-            " reversals. Drop it, or if the user explicitly asked for this, start"
-            " the lesson with 'User override:' (or '用户明确要求') and cite that"
-            " slice in refs"
-        )
+            raise _Refused(say(gettext_noop(
+                "lesson restates or contradicts core directive '%(key)s' (%(rule)s) — a lesson cannot override this"
+                " directive; drop it"), **what))
+        raise _Refused(say(gettext_noop(
+            "lesson restates or contradicts core directive '%(key)s' (%(rule)s) — lessons are deltas on the"
+            " directives, not copies or reversals. Drop it, or if the user explicitly asked for this, start the lesson"
+            " with 'User override:' (or '用户明确要求') and cite that slice in refs"), **what))
     cap = limits.LESSONS_MAX
     _capacity(
-        card.lessons, cap, "Self-model has {n}/{limit} lessons — remove one first (remove_lesson)"
+        card.lessons, cap, gettext_noop("Self-model has %(n)s/%(limit)s lessons — remove one first (remove_lesson)")
     )
-    _not_duplicate(lesson, [x.text for x in card.lessons], what="lesson")
+    _not_duplicate(lesson, [x.text for x in card.lessons], what=say(gettext_noop("lesson")))
     _resolve(evidence, refs_exist)
     lessons = (*card.lessons, Lesson(lesson, evidence))
-    note = f" as a user override of '{directive.key}'" if directive else ""
-    return _ok(
-        replace(card, lessons=lessons),
-        f"lesson {len(lessons)} added{note} ({len(lessons)}/{cap}): {lesson!r}",
-    )
+    facts = {"n": len(lessons), "limit": cap, "text": repr(lesson)}
+    return _ok(replace(card, lessons=lessons), say(
+        gettext_noop("lesson %(n)s added as a user override of '%(key)s' (%(n)s/%(limit)s): %(text)s"),
+        key=directive.key, **facts) if directive else say(
+        gettext_noop("lesson %(n)s added (%(n)s/%(limit)s): %(text)s"), **facts))
 
 
 @_mutation
 def remove_lesson(card: Card, *, index: object) -> MutationResult:
     """Remove one Self-model lesson."""
-    position = _index(index, card.lessons, section="Self-model")
+    position = _index(index, card.lessons, section=say(gettext_noop("Self-model")))
     gone = card.lessons[position]
     lessons = _drop(card.lessons, position)
     return _ok(
         replace(card, lessons=lessons),
-        f"lesson {index} removed: {gone.text!r} ({len(lessons)}/{limits.LESSONS_MAX} left)",
+        say(gettext_noop("lesson %(index)s removed: %(text)s (%(n)s/%(limit)s left)"),
+            index=index, text=repr(gone.text), n=len(lessons), limit=limits.LESSONS_MAX),
     )
 
 

@@ -6,6 +6,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+from django.utils.translation import gettext
+
 CHUNK = 1 << 20
 _WS = " \t\r\n"
 
@@ -160,9 +162,9 @@ def _read_bulk_put(buf: _Buffer) -> Iterator[DumpEntry]:
             extra={} if item.keys() <= _PUT_FIELDS else {k: v for k, v in item.items() if k not in _PUT_FIELDS},
         )
         if "value" not in item:
-            entry.problem = "the entry has no 'value'"
+            entry.problem = gettext("the entry has no 'value'")
         elif not isinstance(entry.value, str):
-            entry.problem = "'value' must be a string"
+            entry.problem = gettext("'value' must be a string")
         yield entry
     _expect_end(buf, last_key)
 

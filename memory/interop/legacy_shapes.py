@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from django.utils.translation import gettext
+
 ABSENT = "_absent"  # legacy_extra: value fields the record did not have
 KV = "_kv"  # legacy_extra: the KV entry's expiration / expiration_ttl / metadata / base64
 RESERVED = {ABSENT, KV}
@@ -24,12 +26,12 @@ class BadValue(ValueError):
 def parse_time(value: Any, field: str) -> datetime:
     """An ISO 8601 string or epoch milliseconds, as an aware datetime."""
     if isinstance(value, bool):
-        raise BadValue(f"{field} is not a time: {value!r}")
+        raise BadValue(gettext("%(field)s is not a time: %(value)s") % {"field": field, "value": repr(value)})
     if isinstance(value, (int, float)):
         try:
             return datetime.fromtimestamp(value / 1000, tz=UTC)
         except (OverflowError, OSError, ValueError):
-            raise BadValue(f"{field} is out of range: {value!r}") from None
+            raise BadValue(gettext("%(field)s is out of range: %(value)s") % {"field": field, "value": repr(value)}) from None
     if isinstance(value, str):
         text = value.strip()
         if text.isdigit():
@@ -37,9 +39,9 @@ def parse_time(value: Any, field: str) -> datetime:
         try:
             parsed = datetime.fromisoformat(text)
         except ValueError:
-            raise BadValue(f"{field} is not an ISO 8601 time: {value!r}") from None
+            raise BadValue(gettext("%(field)s is not an ISO 8601 time: %(value)s") % {"field": field, "value": repr(value)}) from None
         return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
-    raise BadValue(f"{field} is not a time: {value!r}")
+    raise BadValue(gettext("%(field)s is not a time: %(value)s") % {"field": field, "value": repr(value)})
 
 
 def parse_optional_time(value: Any, field: str) -> datetime | None:
@@ -61,7 +63,7 @@ def parse_expiration(value: Any) -> int | None:
     if value is None or value == "":
         return None
     if isinstance(value, bool):
-        raise BadValue(f"expiration is not a time: {value!r}")
+        raise BadValue(gettext("expiration is not a time: %(value)s") % {"value": repr(value)})
     if isinstance(value, (int, float)):
         return int(value)
     if isinstance(value, str):
@@ -71,18 +73,18 @@ def parse_expiration(value: Any) -> int | None:
         try:
             parsed = datetime.fromisoformat(text)
         except ValueError:
-            raise BadValue(f"expiration is neither epoch seconds nor an ISO date: {value!r}") from None
+            raise BadValue(gettext("expiration is neither epoch seconds nor an ISO date: %(value)s") % {"value": repr(value)}) from None
         if parsed.tzinfo is None:
             parsed = parsed.replace(tzinfo=UTC)
         return int(parsed.timestamp())
-    raise BadValue(f"expiration is not a time: {value!r}")
+    raise BadValue(gettext("expiration is not a time: %(value)s") % {"value": repr(value)})
 
 
 def _str(value: Any, field: str) -> str:
     if value is None:
         return ""
     if not isinstance(value, str):
-        raise BadValue(f"{field} must be a string, not {type(value).__name__}")
+        raise BadValue(gettext("%(field)s must be a string, not %(type)s") % {"field": field, "type": type(value).__name__})
     return value
 
 
@@ -124,11 +126,11 @@ def _text_field(legacy: str, column: str) -> Field:
 
 def _int(value: Any, field: str) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, float, str)):
-        raise BadValue(f"{field} must be a number, not {value!r}")
+        raise BadValue(gettext("%(field)s must be a number, not %(value)s") % {"field": field, "value": repr(value)})
     try:
         return int(value)
     except ValueError:
-        raise BadValue(f"{field} must be a number, not {value!r}") from None
+        raise BadValue(gettext("%(field)s must be a number, not %(value)s") % {"field": field, "value": repr(value)}) from None
 
 
 def _opt_int(value: Any, field: str) -> int | None:

@@ -10,6 +10,8 @@ import io
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 
+from django.core.management.base import CommandError
+from django.utils import translation
 from rich import box
 from rich.console import Console
 from rich.progress import (
@@ -84,3 +86,22 @@ def counted[T](items: Iterable[T], callback: ProgressCallback, stage: str, *, to
         if done % every == 0:
             callback(stage, done, total)
     callback(stage, done, total or done)
+
+
+def add_language_argument(parser) -> None:
+    """`--language`: the language a command's refusals and notes are written in (U-series)."""
+    parser.add_argument("--language", help="Write refusals in this interface language (e.g. zh-hans); default English.")
+
+
+@contextmanager
+def in_language(code: str | None) -> Iterator[None]:
+    """Translate in `code` (an interface language, or a profile language such as zh) for the block."""
+    if not code:
+        yield
+        return
+    try:
+        language = translation.get_supported_language_variant(code)
+    except LookupError:
+        raise CommandError(f"--language {code!r} is not an interface language", returncode=2) from None
+    with translation.override(language):
+        yield

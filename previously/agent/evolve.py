@@ -17,6 +17,7 @@ import time
 from django.conf import settings
 from django.tasks import task
 from django.utils import timezone
+from django.utils.translation import gettext_noop
 
 from memory.card import Card, detect_format, flags, render, usage
 from memory.card.store import (
@@ -29,6 +30,7 @@ from memory.card.store import (
 )
 from memory.clock import local_clock
 from memory.models import EvolutionRun, Profile, Slice
+from memory.phrases import as_data, say
 from memory.recall import experiences_for_review
 from memory.recall.budget import approx_tokens
 from memory.rewrite_guard import person_changes
@@ -46,6 +48,8 @@ NUDGE = (
     "You answered with text, but this run only acts through tool calls. Call the tools now; "
     "when nothing needs to change, call finish with a one-sentence summary."
 )
+# The nudge's line in the run's log, as a person reads it (the model gets NUDGE itself).
+NUDGED = gettext_noop("refused: no tool call — the model answered with text and was asked once to use the tools")
 NO_TOOLS = (
     "this model does not use tools: it answered twice with plain text instead of tool calls. "
     "Choose another model for the agent (PREVIOUSLY_AGENT_MODEL, or the companion's settings)."
@@ -348,7 +352,7 @@ def _loop(
                 raise NoTools(NO_TOOLS)
             nudged = True
             emit(run, "tool", tool="(text)", arguments="", accepted=False,
-                 result=f"refused: no tool call — {NUDGE}", step=step)
+                 result=f"refused: no tool call — {NUDGE}", said=as_data(say(NUDGED)), step=step)
             messages.append({"role": "assistant", "content": completion.content or ""})
             messages.append({"role": "user", "content": NUDGE})
             continue
@@ -365,7 +369,7 @@ def _loop(
         finished = False
         for call in completion.tool_calls:
             if finished:
-                outcome = tools.Outcome(False, "ignored: the run already finished")
+                outcome = tools.Outcome(False, say(gettext_noop("ignored: the run already finished")))
             else:
                 outcome = tools.dispatch(ctx, call.name, call.arguments)
             messages.append({"role": "tool", "tool_call_id": call.id, "content": outcome.message})
@@ -376,6 +380,7 @@ def _loop(
                 arguments=call.arguments[:2000],
                 accepted=outcome.accepted,
                 result=outcome.message[:1000],
+                said=as_data(outcome.message),  # to show it in the reader's language
                 step=step,
             )
             finished = finished or outcome.finished

@@ -13,6 +13,7 @@ from typing import Any
 
 from django.utils import timezone
 from django.utils.dateparse import parse_date, parse_datetime
+from django.utils.translation import gettext_noop
 
 from memory import consolidation
 from memory.card import Card, RefsResolver, apply_tool
@@ -29,6 +30,7 @@ from memory.models import (
     Slice,
     SliceLogEntry,
 )
+from memory.phrases import json_error, say
 from memory.rewrite_guard import rewrite_refusal
 
 # Kept compact (issue 19): a small local model reads every schema on every agent call.
@@ -166,15 +168,18 @@ def dispatch(ctx: Context, name: str, raw_arguments: str) -> Outcome:
     """Run one tool call; bad JSON or an unknown tool is an explanation, never an exception."""
     tool = REGISTRY.get(name)
     if tool is None:
-        return Outcome(False, f"unknown tool {name!r} — use one of: {', '.join(ctx.offered or REGISTRY)}")
+        return Outcome(False, say(gettext_noop("unknown tool %(tool)s — use one of: %(tools)s"),
+                                  tool=repr(name), tools=", ".join(ctx.offered or REGISTRY)))
     if ctx.offered and name not in ctx.offered:
-        return Outcome(False, f"refused: {name} is not offered in this step — use one of: {', '.join(ctx.offered)}")
+        return Outcome(False, say(gettext_noop("refused: %(tool)s is not offered in this step — use one of: %(tools)s"),
+                                  tool=name, tools=", ".join(ctx.offered)))
     try:
         arguments = json.loads(raw_arguments or "{}")
     except json.JSONDecodeError as exc:
-        return Outcome(False, f"arguments of {name} are not valid JSON ({exc.msg}) — retry")
+        return Outcome(False, say(gettext_noop("arguments of %(tool)s are not valid JSON (%(error)s) — retry"),
+                                  tool=name, error=json_error(exc.msg)))
     if not isinstance(arguments, dict):
-        return Outcome(False, f"arguments of {name} must be a JSON object — retry")
+        return Outcome(False, say(gettext_noop("arguments of %(tool)s must be a JSON object — retry"), tool=name))
     return tool.handler(ctx, arguments)
 
 
@@ -195,15 +200,15 @@ def _mutation_handler(name: str) -> Callable[[Context, dict], Outcome]:
     def handle(ctx: Context, arguments: dict) -> Outcome:
         refusal = rewrite_refusal(ctx.profile, ctx.card, name, arguments)  # D7, K16: the person's say
         if refusal:
-            return Outcome(False, f"refused: {refusal}", mutation=True)
+            return Outcome(False, refused(refusal), mutation=True)
         if name in EVIDENCE_ONLY_REFS:
             arguments = {k: v for k, v in arguments.items() if k != "refs"}
         result = apply_tool(ctx.card, name, arguments, refs_exist=ctx.refs_exist)
         if result.accepted:
             ctx.card = result.card
             ctx.accepted.append((name, arguments))
-            return Outcome(True, f"accepted: {result.message}", mutation=True)
-        return Outcome(False, f"refused: {result.message}", mutation=True)
+            return Outcome(True, say(gettext_noop("accepted: %(result)s"), result=result.message), mutation=True)
+        return Outcome(False, refused(result.message), mutation=True)
 
     return handle
 
@@ -236,11 +241,21 @@ def transcript(slice_: Slice, *, limit: int = TRANSCRIPT_MAX_CHARS) -> str:
     return text
 
 
+def refused(reason: str) -> str:
+    """A refusal's tool answer: "refused: " and the reason (either may be shown translated)."""
+    return say(gettext_noop("refused: %(reason)s"), reason=reason)
+
+
+def _no_slice(ref: object) -> Outcome:
+    return Outcome(False, refused(say(gettext_noop("no slice %(ref)s for this person — refs look like 2026/08/11/1426"),
+                                      ref=repr(ref))))
+
+
 def _read_slice(ctx: Context, arguments: dict) -> Outcome:
     ref = arguments.get("ref")
     slice_ = _slice_of(ctx, ref)
     if slice_ is None:
-        return Outcome(False, f"refused: no slice {ref!r} for this person — refs look like 2026/08/11/1426")
+        return _no_slice(ref)
     return Outcome(True, f"slice [{slice_.ref}]:\n{transcript(slice_)}")
 
 
@@ -248,19 +263,19 @@ def _read_card_at(ctx: Context, arguments: dict) -> Outcome:
     ref = arguments.get("ref")
     slice_ = _slice_of(ctx, ref)
     if slice_ is None:
-        return Outcome(False, f"refused: no slice {ref!r} for this person — refs look like 2026/08/11/1426")
+        return _no_slice(ref)
     snap = CardSnapshot.objects.filter(profile=ctx.profile, slice=slice_).first()
     if snap is None:
-        return Outcome(True, f"no card was recorded at the end of [{slice_.ref}]")
+        return Outcome(True, say(gettext_noop("no card was recorded at the end of [%(ref)s]"), ref=slice_.ref))
     return Outcome(True, f"card at the end of [{slice_.ref}]:\n{snap.text or '(empty card)'}")
 
 
 def _finish(ctx: Context, arguments: dict) -> Outcome:
     summary = arguments.get("summary")
     if not isinstance(summary, str) or not summary.strip():
-        return Outcome(False, "refused: finish needs a one-sentence summary")
+        return Outcome(False, refused(say(gettext_noop("finish needs a one-sentence summary"))))
     ctx.summary = " ".join(summary.split())[:300]
-    return Outcome(True, "finished", finished=True)
+    return Outcome(True, say(gettext_noop("finished")), finished=True)
 
 
 register(Tool("read_slice", DESCRIPTIONS["read_slice"], ("ref",), _read_slice))
@@ -275,7 +290,8 @@ def _propose_experience(ctx: Context, arguments: dict) -> Outcome:
     if raw_time:
         event_time = parse_datetime(raw_time) or _day(raw_time)
         if event_time is None:
-            return Outcome(False, f"refused: event_time {raw_time!r} is not YYYY-MM-DD or an ISO time")
+            return Outcome(False, refused(say(gettext_noop("event_time %(value)s is not YYYY-MM-DD or an ISO time"),
+                                              value=repr(raw_time))))
         if timezone.is_naive(event_time):
             event_time = timezone.make_aware(event_time, UTC)
     try:
@@ -290,11 +306,11 @@ def _propose_experience(ctx: Context, arguments: dict) -> Outcome:
             reason="proposed by the Previously Agent",
         )
     except ExperienceRefused as exc:
-        return Outcome(False, f"refused: {exc}")
+        return Outcome(False, refused(exc.reason))
     if ctx.run is not None:
         experience.history.filter(action="create").update(run=ctx.run)
     ctx.experience_changes.append(f"+ {experience.eid} (candidate): {experience.title} — {experience.content}")
-    return Outcome(True, f"accepted: candidate experience {experience.eid} recorded for review")
+    return Outcome(True, say(gettext_noop("accepted: candidate experience %(eid)s recorded for review"), eid=experience.eid))
 
 
 def _day(text: str) -> datetime | None:
@@ -321,10 +337,10 @@ def _read_slice_log(ctx: Context, arguments: dict) -> Outcome:
     ref = arguments.get("ref")
     slice_ = _slice_of(ctx, ref)
     if slice_ is None:
-        return Outcome(False, f"refused: no slice {ref!r} for this person — refs look like 2026/08/11/1426")
+        return _no_slice(ref)
     entries = list(SliceLogEntry.objects.filter(slice=slice_).order_by("-created_at", "-id")[:LOG_MAX_ENTRIES])
     if not entries:
-        return Outcome(True, f"the log of [{slice_.ref}] is empty")
+        return Outcome(True, say(gettext_noop("the log of [%(ref)s] is empty"), ref=slice_.ref))
     lines = [f"[{e.created_at:%Y-%m-%d %H:%M}] {e.kind}: {e.summary}" for e in reversed(entries)]
     return Outcome(True, f"log of [{slice_.ref}] (newest {len(entries)}):\n" + "\n".join(lines))
 
@@ -341,11 +357,12 @@ def _consolidate(
     def handle(ctx: Context, arguments: dict) -> Outcome:
         unexpected = sorted(set(arguments) - set(names))
         if unexpected:
-            return Outcome(False, f"refused: unexpected argument(s) {', '.join(unexpected)} — it takes {', '.join(names)}")
+            return Outcome(False, refused(say(gettext_noop("unexpected argument(s) %(unexpected)s — it takes %(names)s"),
+                                              unexpected=", ".join(unexpected), names=", ".join(names))))
         try:
             experience = change(profile=ctx.profile, run=ctx.run, **{n: arguments.get(n) for n in names})
         except ExperienceRefused as exc:
-            return Outcome(False, f"refused: {exc}")
+            return Outcome(False, refused(exc.reason))
         text = line(experience, arguments)
         ctx.experience_changes.append(text)
         return Outcome(True, f"accepted: {text}")

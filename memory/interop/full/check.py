@@ -9,6 +9,7 @@ from functools import cache
 from django.core.exceptions import ValidationError
 from django.db.models import CharField, CheckConstraint, F, Q, TextField
 from django.utils import timezone
+from django.utils.translation import gettext
 
 from memory import limits
 from memory.interop.full.report import BadExport
@@ -41,30 +42,30 @@ DAY_KEY_RE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}")
 
 def _text(value) -> str | None:
     if not isinstance(value, str):
-        return f"must be text, not {type(value).__name__}"
+        return gettext("must be text, not %(type)s") % {"type": type(value).__name__}
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:
-        return "contains a lone surrogate (text that cannot be stored)"
+        return gettext("contains a lone surrogate (text that cannot be stored)")
     if "\x00" in value:
-        return "contains a NUL character (text that cannot be stored)"
+        return gettext("contains a NUL character (text that cannot be stored)")
     return None
 
 
 def _ident(value) -> str | None:
     if not isinstance(value, str) or not OBJECT_ID_RE.fullmatch(value):
-        return (f"{value!r:.80} is not an id (1-64 characters without '/', '\\', spaces, control"
-                " characters, lone surrogates or <>\"'`[]{})")
+        return gettext("%(value)s is not an id (1-64 characters without '/', '\\', spaces, control characters, lone"
+                       " surrogates or <>\"'`[]{})") % {"value": _shown(value)}
     return None
 
 
 def _when(value) -> str | None:
     if not isinstance(value, str):
-        return f"must be an ISO 8601 time, not {type(value).__name__}"
+        return gettext("must be an ISO 8601 time, not %(type)s") % {"type": type(value).__name__}
     try:
         datetime.fromisoformat(value)
     except ValueError:
-        return f"{value!r:.80} is not an ISO 8601 time"
+        return gettext("%(value)s is not an ISO 8601 time") % {"value": _shown(value)}
     return None
 
 
@@ -72,7 +73,8 @@ def _one_of(choices):
     allowed = tuple(getattr(choices, "values", choices))
 
     def check(value) -> str | None:
-        return None if value in allowed else f"{value!r:.80} is not one of {', '.join(allowed)}"
+        return None if value in allowed else gettext("%(value)s is not one of %(choices)s") % {
+            "value": _shown(value), "choices": ", ".join(allowed)}
     return check
 
 
@@ -82,13 +84,13 @@ def _optional(check):
 
 def _hour(value) -> str | None:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= 23:
-        return f"{value!r:.80} is not an hour 0-23"
+        return gettext("%(value)s is not an hour 0-23") % {"value": _shown(value)}
     return None
 
 
 def _slice_key(value) -> str | None:
     if not is_slice_key(value):
-        return f"{value!r:.80} is not a slice key YYYY-MM-DD-HHMM"
+        return gettext("%(value)s is not a slice key YYYY-MM-DD-HHMM") % {"value": _shown(value)}
     return None
 
 
@@ -135,18 +137,18 @@ def _image(value) -> str | None:
 
 def _ids(value) -> str | None:
     if not isinstance(value, list):
-        return "must be a list of ids"
+        return gettext("must be a list of ids")
     return next((p for p in map(_ident, value) if p), None)
 
 
 def _history(value) -> str | None:
     if not isinstance(value, list) or not all(isinstance(h, dict) for h in value):
-        return "must be a list of objects"
+        return gettext("must be a list of objects")
     for n, h in enumerate(value):
         problem = (_one_of(ExperienceHistoryActor)(h.get("actor")) or _text(h.get("action"))
                    or _optional(_when)(h.get("created_at")))
         if problem:
-            return f"entry {n}: {problem}"
+            return gettext("entry %(n)s: %(problem)s") % {"n": n, "problem": problem}
     return None
 
 
@@ -323,50 +325,62 @@ def _columns(model) -> list[tuple]:
 def check_profile(pdata, position: int) -> None:
     """Refuse the profile's first bad record with a BadExport naming it and its field."""
     if not isinstance(pdata, dict):
-        raise BadExport(f"profiles[{position}] is not an object")
+        raise BadExport(gettext("profiles[%(n)s] is not an object") % {"n": position})
     key = pdata.get("key")
     if not isinstance(key, str) or not PROFILE_KEY_RE.fullmatch(key):
-        raise BadExport(f"profiles[{position}]: key {key!r:.80} is not a profile key (1-32 of a-z, 0-9, '_', '-')")
+        raise BadExport(gettext("profiles[%(n)s]: key %(key)s is not a profile key (1-32 of a-z, 0-9, '_', '-')") % {
+            "n": position, "key": _shown(key)})
+    profile = gettext("profile %(key)s") % {"key": repr(key)}
     for kind, fields in SCHEMA.items():
         records = pdata.get(kind) or []
         if not isinstance(records, list):
-            raise BadExport(f"profile {key!r}: {kind} must be a list")
+            raise BadExport(gettext("%(profile)s: %(kind)s must be a list") % {"profile": profile, "kind": kind})
         for n, rec in enumerate(records):
-            where = f"profile {key!r}, {kind}[{n}]"
+            where = gettext("%(profile)s, %(kind)s[%(n)s]") % {"profile": profile, "kind": kind, "n": n}
             if not isinstance(rec, dict):
-                raise BadExport(f"{where} is not an object")
+                raise BadExport(gettext("%(record)s is not an object") % {"record": where})
             ident = next((rec[f] for f in ("mid", "hid", "eid", "rid", "key", "object_id", "slice")
                           if isinstance(rec.get(f), str)), None)
             if ident is not None:
-                where += f" ({ident!r:.80})"
+                where += f" ({_shown(ident)})"
             for name, (required, check) in fields.items():
                 if name not in rec:
                     if required:
-                        raise BadExport(f"{where}: the field {name!r} is missing")
+                        raise BadExport(gettext("%(record)s: the field %(field)s is missing") % {
+                            "record": where, "field": repr(name)})
                     continue
                 problem = check(rec[name])
                 if problem:
-                    raise BadExport(f"{where}: field {name!r}: {problem}")
+                    raise BadExport(gettext("%(record)s: field %(field)s: %(problem)s") % {
+                        "record": where, "field": repr(name), "problem": problem})
             check_lengths(rec, kind, where)
     card = pdata.get("card")
     if card is not None and not (isinstance(card, dict) and _text(card.get("text") or "") is None):
-        raise BadExport(f"profile {key!r}: card must be an object with a text")
+        raise BadExport(gettext("%(profile)s: card must be an object with a text") % {"profile": profile})
     for name, required in (("settings", ()), ("companion_card", ("identity", "spec", "imported_at"))):
         value = pdata.get(name)
         if value is None:
             continue
         if not isinstance(value, dict):
-            raise BadExport(f"profile {key!r}: {name} must be an object")
+            raise BadExport(gettext("%(profile)s: %(kind)s must be an object") % {"profile": profile, "kind": name})
         missing = next((f for f in required if f not in value), None)
         if missing:
-            raise BadExport(f"profile {key!r}: {name}: the field {missing!r} is missing")
+            raise BadExport(gettext("%(record)s: the field %(field)s is missing") % {
+                "record": f"{profile}, {name}", "field": repr(missing)})
         for when in ("created_at", "imported_at"):
             if value.get(when) is not None and (problem := _when(value[when])):
-                raise BadExport(f"profile {key!r}: {name}: field {when!r}: {problem}")
+                raise BadExport(gettext("%(record)s: field %(field)s: %(problem)s") % {
+                    "record": f"{profile}, {name}", "field": repr(when), "problem": problem})
         if name == "settings" and value.get("avatar") is not None and (problem := _image(value["avatar"])):
-            raise BadExport(f"profile {key!r}: settings: field 'avatar': {problem}")
-        check_lengths(value, name, f"profile {key!r}, {name}")
-    check_lengths({k: v for k, v in pdata.items() if k not in SCHEMA}, "profile", f"profile {key!r}")
+            raise BadExport(gettext("%(record)s: field %(field)s: %(problem)s") % {
+                "record": f"{profile}, settings", "field": "'avatar'", "problem": problem})
+        check_lengths(value, name, f"{profile}, {name}")
+    check_lengths({k: v for k, v in pdata.items() if k not in SCHEMA}, "profile", profile)
+
+
+def _shown(value) -> str:
+    """A value as a refusal quotes it: its repr, cut at 80 characters."""
+    return repr(value)[:80]
 
 
 # S6 (issue 24 points 5 and 6): every string in an import is within a limit of memory.limits —

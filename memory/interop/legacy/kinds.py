@@ -10,6 +10,8 @@ from dataclasses import dataclass, make_dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from django.utils.translation import gettext, gettext_noop
+
 from memory.interop import legacy_shapes as shapes
 from memory.interop.legacy.report import BadRecord
 from memory.models import Experience, Message, Relation, Tombstone
@@ -69,18 +71,20 @@ def family_of(key: str) -> str:
 def _require(rec: Record, *columns: str) -> None:
     for col in columns:
         if getattr(rec.cols, col) in (None, ""):
-            raise BadRecord(rec.key, f"{col} is missing")
+            raise BadRecord(rec.key, gettext("%(field)s is missing") % {"field": col})
 
 
 def _check_id(rec: Record, value: str, what: str) -> None:
+    """`what`: a field name, or a gettext_noop description translated only when refused."""
     if not value or len(value) > ID_MAX:
-        raise BadRecord(rec.key, f"{what} {value[:80]!r} must be 1-{ID_MAX} characters")
+        raise BadRecord(rec.key, gettext("%(what)s %(value)s must be 1-%(max)s characters") % {
+            "what": gettext(what), "value": repr(value[:80]), "max": ID_MAX})
 
 
 def _check_hash(rec: Record) -> None:
     chash = rec.cols.content_hash
     if chash and not _STR_HASH_RE.fullmatch(chash):
-        raise BadRecord(rec.key, f"content_hash {chash!r} is not a strHash")
+        raise BadRecord(rec.key, gettext("content_hash %(value)s is not a strHash") % {"value": repr(chash)})
 
 
 def _keep_unknown(rec: Record, column: str, known: frozenset, default: str) -> None:
@@ -94,29 +98,29 @@ def _keep_unknown(rec: Record, column: str, known: frozenset, default: str) -> N
 def check_msg(rec: Record) -> None:
     c = rec.cols
     _require(rec, "speaker", "created_at")
-    _check_id(rec, rec.rid, "message id")
+    _check_id(rec, rec.rid, gettext_noop("message id"))
     if c.speaker not in SPEAKERS:
-        raise BadRecord(rec.key, f"speaker {c.speaker!r} is not user or assistant")
+        raise BadRecord(rec.key, gettext("speaker %(value)s is not user or assistant") % {"value": repr(c.speaker)})
     c.speaker = SPEAKERS[c.speaker]
     _keep_unknown(rec, "message_type", MESSAGE_TYPES, Message.Type.TEXT)
     _check_hash(rec)
     if c.attachment is not None and not isinstance(c.attachment, dict):
-        raise BadRecord(rec.key, "attachment must be an object or null")
+        raise BadRecord(rec.key, gettext("attachment must be an object or null"))
 
 
 def check_mem(rec: Record) -> None:
     c = rec.cols
     _require(rec, "role", "ts")
     if c.role not in SPEAKERS:
-        raise BadRecord(rec.key, f"role {c.role!r} is not user or assistant")
+        raise BadRecord(rec.key, gettext("role %(value)s is not user or assistant") % {"value": repr(c.role)})
     try:
         datetime.fromtimestamp(c.ts / 1000, tz=UTC)
     except (OverflowError, OSError, ValueError):
-        raise BadRecord(rec.key, f"ts {c.ts} is out of range (epoch milliseconds)") from None
+        raise BadRecord(rec.key, gettext("ts %(value)s is out of range (epoch milliseconds)") % {"value": c.ts}) from None
     if c.hour is not None and not 0 <= c.hour <= 23:
-        raise BadRecord(rec.key, f"hour {c.hour} is not 0-23")
+        raise BadRecord(rec.key, gettext("hour %(value)s is not 0-23") % {"value": c.hour})
     if len(c.day_key) > 10:
-        raise BadRecord(rec.key, f"day_key {c.day_key!r} is not YYYY-MM-DD")
+        raise BadRecord(rec.key, gettext("day_key %(value)s is not YYYY-MM-DD") % {"value": repr(c.day_key)})
     if len(c.period) > 16:
         rec.extra.setdefault("period", c.period)
         c.period = ""
@@ -124,23 +128,23 @@ def check_mem(rec: Record) -> None:
 
 def check_hl(rec: Record) -> None:
     _require(rec, "mid", "created_at")
-    _check_id(rec, rec.rid, "highlight id")
+    _check_id(rec, rec.rid, gettext_noop("highlight id"))
     _check_id(rec, rec.cols.mid, "mid")
 
 
 def check_exp(rec: Record) -> None:
     c = rec.cols
     _require(rec, "title", "recorded_at")
-    _check_id(rec, rec.rid, "experience id")
+    _check_id(rec, rec.rid, gettext_noop("experience id"))
     if len(c.title) > 300:
-        raise BadRecord(rec.key, "title is longer than 300 characters")
+        raise BadRecord(rec.key, gettext("title is longer than 300 characters"))
     if c.status not in ("active", "candidate", "rejected"):
-        raise BadRecord(rec.key, f"status {c.status!r} is not active or candidate")
+        raise BadRecord(rec.key, gettext("status %(value)s is not active or candidate") % {"value": repr(c.status)})
     mids = c.source_mids
     if mids is None:
         c.source_mids = []
     elif not isinstance(mids, list) or not all(isinstance(x, str) and 0 < len(x) <= ID_MAX for x in mids):
-        raise BadRecord(rec.key, "source_mids must be a list of message ids")
+        raise BadRecord(rec.key, gettext("source_mids must be a list of message ids"))
     _keep_unknown(rec, "time_certainty", TIME_CERTAINTIES, Experience.TimeCertainty.UNKNOWN)
     text = c.event_time_text or ""
     c.event_time = None
@@ -157,24 +161,25 @@ def check_exp(rec: Record) -> None:
 def check_rel(rec: Record) -> None:
     c = rec.cols
     _require(rec, "from_id", "to_id", "type", "created_at")
-    _check_id(rec, rec.rid, "relation id")
+    _check_id(rec, rec.rid, gettext_noop("relation id"))
     _check_id(rec, c.from_id, "from_id")
     _check_id(rec, c.to_id, "to_id")
     if c.type not in RELATION_TYPES:
-        raise BadRecord(rec.key, f"type {c.type!r} is not one of {', '.join(Relation.Type.values)}")
+        raise BadRecord(rec.key, gettext("type %(value)s is not one of %(choices)s") % {
+            "value": repr(c.type), "choices": ", ".join(Relation.Type.values)})
 
 
 def check_tomb(rec: Record) -> None:
     kind, sep, oid = rec.rid.partition(":")
     if not sep or kind not in TOMB_KINDS or not oid:
-        raise BadRecord(rec.key, "a tombstone key is tomb:<profile>:<msg|hl|exp|rel|mem>:<id>")
+        raise BadRecord(rec.key, gettext("a tombstone key is tomb:<profile>:<msg|hl|exp|rel|mem>:<id>"))
     if len(oid) > 128:
-        raise BadRecord(rec.key, "tombstoned id is longer than 128 characters")
+        raise BadRecord(rec.key, gettext("tombstoned id is longer than 128 characters"))
     _require(rec, "deleted_at")
     try:
         tombstone_expiry(rec.cols.deleted_at)
     except OverflowError:
-        raise BadRecord(rec.key, f"deleted_at {rec.cols.deleted_at} is out of range") from None
+        raise BadRecord(rec.key, gettext("deleted_at %(value)s is out of range") % {"value": rec.cols.deleted_at}) from None
     rec.tkind, rec.rid = kind, oid
     _check_hash(rec)
 
@@ -183,7 +188,7 @@ def check_meta(rec: Record) -> None:
     if rec.key.startswith("meta_lastTs:") or rec.key == "meta_lastTs":
         text = rec.cols.value
         if not text.strip().lstrip("-").isdigit():
-            raise BadRecord(rec.key, f"meta_lastTs must be an integer (epoch ms), not {text[:40]!r}")
+            raise BadRecord(rec.key, gettext("meta_lastTs must be an integer (epoch ms), not %(value)s") % {"value": repr(text[:40])})
 
 
 _MEM_COLUMNS = _columns("mem")

@@ -72,18 +72,22 @@ class Existing:
         ex = cls(profile)
         if profile is None:
             return ex
-        ex.mids = dict(Message.objects.filter(profile=profile).values_list("mid", "pk"))
-        ex.fragment_keys = set(LegacyFragment.objects.filter(profile=profile).values_list("key", flat=True))
-        ex.hids = dict(Highlight.objects.filter(profile=profile).values_list("hid", "pk"))
-        ex.eids = dict(Experience.objects.filter(profile=profile).values_list("eid", "pk"))
-        ex.rids = set(Relation.objects.filter(profile=profile).values_list("rid", flat=True))
-        for kind, oid, chash, created in Tombstone.objects.filter(profile=profile).values_list(
+        # Unordered: the models' default orderings would read (and sort) whole tables instead of
+        # their (profile, id) unique indexes (BENCH §3: +64 MB of database pages on a re-import).
+        ex.mids = dict(Message.objects.filter(profile=profile).order_by().values_list("mid", "pk"))
+        ex.fragment_keys = set(
+            LegacyFragment.objects.filter(profile=profile).order_by().values_list("key", flat=True)
+        )
+        ex.hids = dict(Highlight.objects.filter(profile=profile).order_by().values_list("hid", "pk"))
+        ex.eids = dict(Experience.objects.filter(profile=profile).order_by().values_list("eid", "pk"))
+        ex.rids = set(Relation.objects.filter(profile=profile).order_by().values_list("rid", flat=True))
+        for kind, oid, chash, created in Tombstone.objects.filter(profile=profile).order_by().values_list(
             "kind", "object_id", "content_hash", "created_at"
         ):
             ex.tombs.add((kind, oid))
             if kind == Tombstone.Kind.MESSAGE and chash and created:
                 ex.msg_tombs[chash].append(ms(created))
-        ex.meta_keys = set(LegacyMeta.objects.filter(profile=profile).values_list("key", flat=True))
+        ex.meta_keys = set(LegacyMeta.objects.filter(profile=profile).order_by().values_list("key", flat=True))
         return ex
 
 
@@ -128,7 +132,7 @@ class Plan:
     def global_meta_keys(self) -> set:
         if self._global_meta_keys is None:
             self._global_meta_keys = set(
-                LegacyMeta.objects.filter(profile__isnull=True).values_list("key", flat=True)
+                LegacyMeta.objects.filter(profile__isnull=True).order_by().values_list("key", flat=True)
             )
         return self._global_meta_keys
 
@@ -136,7 +140,10 @@ class Plan:
 def plan_import(
     by_kind: dict[str, list[Record]], *, user, report: Report, progress: Progress = no_progress
 ) -> Plan:
-    """Decide, per profile, what to create; counts go to the report. Writes nothing."""
+    """Decide, per profile, what to create; counts go to the report. Writes nothing.
+
+    Consumes `by_kind`: the message and fragment records are let go as they are planned, so
+    the records and the rows made from them are not all held at once (BENCH §3 memory)."""
     plan = Plan(user)
     for records in by_kind.values():
         for rec in records:
@@ -248,21 +255,26 @@ def _plan_messages(by_kind: dict[str, list[Record]], plan: Plan, report: Report,
     """Rules 1-4: msg: records, their mem: twins, orphan fragments, duplicates, tombstones."""
     frags: dict[str, list[Record]] = defaultdict(list)
     for kind in FRAGMENT_KINDS:
-        for rec in by_kind.get(kind, ()):
+        for rec in by_kind.pop(kind, ()):
             frags[rec.profile].append(rec)
     msgs: dict[str, list[Record]] = defaultdict(list)
-    for rec in by_kind.get("msg", ()):
+    for rec in by_kind.pop("msg", ()):
         msgs[rec.profile].append(rec)
     for pkey in sorted(set(frags) | set(msgs)):
         p = plan.profile(pkey)
-        p.tz_offset_hours = infer_offset(frags.get(pkey, ()))
+        ordered = frags.pop(pkey, [])
+        p.tz_offset_hours = infer_offset(ordered)
         lines = _Lines(p, report, contents)
-        for rec in msgs.get(pkey, ()):
+        for rec in msgs.pop(pkey, ()):
             lines.add_msg(rec)
-        for rec in sorted(frags.get(pkey, ()), key=lambda r: (r.cols.ts, r.key)):
-            lines.add_fragment(rec)
-        lines.note_unmatched(has_fragments=bool(frags.get(pkey)))
+        ordered.sort(key=lambda r: (r.cols.ts, r.key))
+        ordered.reverse()  # popped from the end, oldest first: each record is let go once planned
+        has_fragments = bool(ordered)
+        while ordered:
+            lines.add_fragment(ordered.pop())
+        lines.note_unmatched(has_fragments=has_fragments)
         lines.note_kept_aside()
+        del lines  # the profile's msg: records
 
 
 class _Lines:
@@ -286,7 +298,9 @@ class _Lines:
             for rec in self.msgs:
                 c = rec.cols
                 twin = Twin(ms(c.created_at), rec.rid, ("msg", rec.rid) in self.ex.tombs)
-                self._twins[(c.speaker, loose(c.content))].append(twin)
+                key = loose(c.content)
+                self._twins[(c.speaker, c.content if key == c.content else key)].append(twin)  # one copy
+            self.msgs = []  # the twins are all that merging needs of them
             for twins in self._twins.values():
                 twins.sort(key=lambda t: t.at_ms)
         return self._twins
@@ -378,6 +392,8 @@ class _Lines:
         self.report.add(family, "merged")
         row = self.planned.get(twin.mid)
         if row is not None:
+            if frag.content == row.content:
+                frag.content = row.content  # the double write's two copies of the words held once
             apply_local_clock(row, frag)
             if role == "assistant" and frag.content != row.content:
                 row.raw_content = frag.content

@@ -9,12 +9,14 @@ from datetime import UTC, datetime
 from typing import IO, Any
 
 import orjson
+from django.utils.translation import gettext, gettext_noop
 
 from memory.interop import legacy_shapes as shapes
 from memory.interop.dump_reader import DumpEntry, DumpFormatError, read_dump
 from memory.interop.legacy.kinds import KEY_MAX, KEY_RE, KINDS, Record, family_of
 from memory.interop.legacy.report import BadDump, BadRecord, Progress, Report, no_progress
 from memory.models.archive import DEFAULT_PROFILE_KEY, PROFILE_KEY_RE
+from memory.phrases import json_error, shown
 
 
 def _has_float(value: dict | list) -> bool:
@@ -26,7 +28,7 @@ def _has_float(value: dict | list) -> bool:
 
 
 # PostgreSQL text cannot hold NUL, so a dump that has one is refused on every engine alike.
-NUL = "the key or the value contains a NUL character (\\u0000)"
+NUL = gettext_noop("the key or the value contains a NUL character (\\u0000)")
 
 
 def _has_nul(value: Any) -> bool:
@@ -83,7 +85,7 @@ def decode_value(entry: DumpEntry) -> str:
     try:
         return base64.b64decode(entry.value, validate=True).decode("utf-8")
     except (binascii.Error, UnicodeDecodeError, ValueError, TypeError):
-        raise BadRecord(entry.key, "value is marked base64 but does not decode to UTF-8 text") from None
+        raise BadRecord(entry.key, gettext("value is marked base64 but does not decode to UTF-8 text")) from None
 
 
 def kv_attrs(entry: DumpEntry) -> dict:
@@ -97,7 +99,7 @@ def kv_attrs(entry: DumpEntry) -> dict:
         except shapes.BadValue as exc:
             raise BadRecord(entry.key, str(exc)) from None
         except (OverflowError, OSError, ValueError):
-            raise BadRecord(entry.key, f"expiration is out of range: {entry.expiration!r}") from None
+            raise BadRecord(entry.key, gettext("expiration is out of range: %(value)s") % {"value": repr(entry.expiration)}) from None
         kv["expiration"] = entry.expiration
     if entry.expiration_ttl is not None:
         kv["expiration_ttl"] = entry.expiration_ttl
@@ -121,14 +123,14 @@ def parse_entry(entry: DumpEntry, profiles: Profiles, family: str) -> Record:
     if entry.problem:
         raise BadRecord(key, entry.problem)
     if len(key) > KEY_MAX:
-        raise BadRecord(key[:80] + "…", f"key is longer than {KEY_MAX} characters")
+        raise BadRecord(key[:80] + "…", gettext("key is longer than %(max)s characters") % {"max": KEY_MAX})
     kind = KINDS.get(family)
     if kind is None:
-        raise BadRecord(key, "unknown key family (expected msg:, mem:, mem_, hl:, exp:, rel:, tomb: or meta_)")
+        raise BadRecord(key, gettext("unknown key family (expected msg:, mem:, mem_, hl:, exp:, rel:, tomb: or meta_)"))
     text = decode_value(entry)
     kv = kv_attrs(entry)
     if "\x00" in key or "\x00" in text or _has_nul(kv):
-        raise BadRecord(key, NUL)
+        raise BadRecord(key, gettext(NUL))
     if not kind.shape:
         rec = _meta_record(entry, text, kv, profiles)
     else:
@@ -141,12 +143,16 @@ def _value_record(entry: DumpEntry, text: str, kv: dict, profiles: Profiles, fam
     key = entry.key
     try:
         value = loads_value(text)
-    except (json.JSONDecodeError, TypeError) as exc:
-        raise BadRecord(key, f"value does not parse as JSON ({exc})") from None
+    except json.JSONDecodeError as exc:
+        raise BadRecord(key, gettext("value does not parse as JSON (%(error)s: line %(line)s column %(column)s"
+                                     " (char %(pos)s))") % {
+            "error": shown(json_error(exc.msg)), "line": exc.lineno, "column": exc.colno, "pos": exc.pos}) from None
+    except TypeError as exc:
+        raise BadRecord(key, gettext("value does not parse as JSON (%(error)s)") % {"error": exc}) from None
     if not isinstance(value, dict):
-        raise BadRecord(key, f"value must be a JSON object, not {type(value).__name__}")
+        raise BadRecord(key, gettext("value must be a JSON object, not %(type)s") % {"type": type(value).__name__})
     if "\\u0000" in text and _has_nul(value):
-        raise BadRecord(key, NUL)
+        raise BadRecord(key, gettext(NUL))
     if family == "mem_":
         profile, rid = DEFAULT_PROFILE_KEY, key[len("mem_") :]
     else:
@@ -182,14 +188,15 @@ def read_records(
                 rec = parse_entry(entry, profiles, family)
             except BadRecord as exc:
                 if not skip_bad:
-                    raise BadDump(f"bad record {exc.key}: {exc.problem}. Nothing was written.") from None
+                    raise BadDump(gettext("bad record %(key)s: %(problem)s. Nothing was written.") % {
+                        "key": exc.key, "problem": exc.problem}) from None
                 report.add(family, "errors")
-                report.note(f"skipped bad record {exc.key}: {exc.problem}")
+                report.note(gettext("skipped bad record %(key)s: %(problem)s") % {"key": exc.key, "problem": exc.problem})
                 continue
             by_kind[rec.kind].append(rec)
             if seen % 5000 == 0:
                 progress("reading", seen, 0)
     except DumpFormatError as exc:
-        raise BadDump(f"malformed dump {exc}. Nothing was written.") from None
+        raise BadDump(gettext("malformed dump %(problem)s. Nothing was written.") % {"problem": exc}) from None
     progress("reading", seen, seen)
     return by_kind

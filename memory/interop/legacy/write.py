@@ -29,6 +29,9 @@ from memory.models import (
 from memory.recall.index import index_messages, optimize_index
 
 BATCH = 1000
+# Messages handed to the recall index at a time: its tokens and rows for the whole import at
+# once were the import's peak memory (BENCH §3); in time order, batches give the same positions.
+INDEX_BATCH = 5000
 
 
 def write_plan(plan: Plan, *, progress: Progress = no_progress) -> None:
@@ -70,7 +73,7 @@ def _write_messages(p: ProfilePlan, profile: Profile) -> dict[str, int]:
     assign_slices(profile=profile, messages=p.messages, tz_offset_hours=p.tz_offset_hours)
     insert_rows(Message, p.messages)
     # The raw insert returns no pks: read the new ones back by the (profile, mid) unique key.
-    mids = dict(Message.objects.filter(profile=profile).values_list("mid", "pk"))
+    mids = dict(Message.objects.filter(profile=profile).order_by().values_list("mid", "pk"))
     for row in p.messages:
         row.pk = mids[row.mid]
     index_imported(p.messages)
@@ -81,7 +84,8 @@ def index_imported(messages) -> None:
     """Hand the new messages to the recall index, inside the import's transaction (D3); a bulk
     load leaves many small full-text segments, merged once at the end."""
     if messages:
-        index_messages(messages, new=True)
+        for start in range(0, len(messages), INDEX_BATCH):
+            index_messages(messages[start : start + INDEX_BATCH], new=True)
         optimize_index()
 
 

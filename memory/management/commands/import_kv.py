@@ -29,8 +29,13 @@ class Command(BaseCommand):
         )
         parser.add_argument("--user", help="Owner of the imported profiles (default: the first superuser).")
         parser.add_argument("--report-json", help="Also write the final table's counts to this JSON file.")
+        output.add_language_argument(parser)
 
     def handle(self, *args, **opts):
+        with output.in_language(opts["language"]):
+            self._import(opts)
+
+    def _import(self, opts):
         user = resolve_user(opts["user"], returncode=2)
         path = opts["dump"]
         if path != "-" and not Path(path).is_file():

@@ -9,6 +9,7 @@ shown as it wrote it; an entry of a kind this module does not know keeps its sto
 from django.utils.translation import gettext, gettext_lazy, pgettext_lazy
 
 from memory.models import EvolutionRun, SliceLogEntry
+from memory.phrases import shown
 
 # Fixed English texts the agent stores (skip reasons, run errors, tool verdicts), as the page
 # shows them.
@@ -33,6 +34,12 @@ SOURCES = {"rules": pgettext_lazy("found by", "rules"), "model": pgettext_lazy("
 def known(text: str) -> str:
     """A fixed English text of the agent's in the interface language; anything else as it is."""
     return str(KNOWN.get(text, text))
+
+
+def tool_answer(step: dict) -> str:
+    """A run step's tool answer in the interface language when it was made translatable
+    (memory.phrases: the reasons a call was refused), else as it is stored."""
+    return shown(step.get("said"), step.get("result", ""))
 
 
 def log_line(entry: SliceLogEntry) -> str:
@@ -77,7 +84,7 @@ def _evolution(entry: SliceLogEntry, d: dict, event) -> str:
         trigger = dict(EvolutionRun.Trigger.choices).get(d.get("trigger"), d.get("trigger", ""))
         return gettext("Card update %(run)s started (%(trigger)s)") % {"run": run, "trigger": trigger}
     if event == "tool":
-        values = {"tool": d.get("tool", ""), "result": d.get("result", "")}
+        values = {"tool": d.get("tool", ""), "result": tool_answer(d)}
         if d.get("accepted"):
             return gettext("%(tool)s accepted: %(result)s") % values
         return gettext("%(tool)s refused: %(result)s") % values
