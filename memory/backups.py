@@ -29,6 +29,7 @@ from django.utils import timezone
 from memory import forget_journal, server_lock
 from memory.deletion import (
     delete_profile,
+    forget_card_lines_again,
     hard_delete_message,
     purge_experience,
     purge_highlight,
@@ -325,6 +326,8 @@ def _reapply(item: forget_journal.Entry) -> bool:
     if item.kind == forget_journal.PROFILE:
         delete_profile(profile)
         return True
+    if item.kind == forget_journal.CARD_LINE:
+        return forget_card_lines_again(profile.pk, {item.object_id}) > 0
     if item.kind == Kind.MESSAGE:
         message = Message.objects.filter(profile=profile, mid=item.object_id).first()
         if message is None:

@@ -596,6 +596,9 @@ def _forget_card_lines(profile_id, slice_refs_: set[str], quotes: Quotes, drop_l
     row.text = after
     row.version += 1
     row.save(update_fields=["text", "version", "updated_at"])
+    if detect_format(before) == "v5":  # O6: a restore takes these lines off again
+        forget_journal.record(forget_journal.entry(forget_journal.CARD_LINE, line.key, profile_id=profile_id, at=now)
+                              for line in gone)
     summary = (
         f"{len(removed)} card line(s) removed with the deleted {anchor}"
         if removed else f"deleted words of {anchor} taken out of the card"
@@ -614,6 +617,24 @@ def _forget_card_lines(profile_id, slice_refs_: set[str], quotes: Quotes, drop_l
     for slice_ in Slice.objects.filter(profile_id=profile_id, ended_at__isnull=True, injected_card__isnull=False):
         refresh_injected_card(slice_, reason="card lines removed with a deleted message")
     return [r["text"] for r in removed], run
+
+
+def forget_card_lines_again(profile_id: int, keys: set[str]) -> int:
+    """O6: after a restore, take off the card again the lines (by key) that a delete made after
+    the backup took off; the number removed. Lines edited since no longer match, and stay."""
+    with transaction.atomic():
+        row = Card.objects.select_for_update().filter(profile_id=profile_id).first()
+        if row is None or not row.text or detect_format(row.text) != "v5":
+            return 0
+        card, gone = without_lines(parse_or_empty(row.text), keys)
+        if not gone:
+            return 0
+        row.text = render(card)
+        row.version += 1
+        row.save(update_fields=["text", "version", "updated_at"])
+        for slice_ in Slice.objects.filter(profile_id=profile_id, ended_at__isnull=True, injected_card__isnull=False):
+            refresh_injected_card(slice_, reason="card lines removed again after a restore")
+    return len(gone)
 
 
 def replace_portrait(card, text: str):

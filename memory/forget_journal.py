@@ -20,9 +20,11 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-# Kinds beyond the tombstone kinds: a whole companion, a whole account.
+# Kinds beyond the tombstone kinds: a whole companion, a whole account, and a line a delete took
+# off the card (its key: the section and a hash of the line, never its text).
 PROFILE = "profile"
 ACCOUNT = "account"
+CARD_LINE = "card_line"
 
 _write_lock = threading.Lock()
 

@@ -11,10 +11,14 @@ from django.utils import timezone
 
 from memory import backups, forget_journal, server_lock
 from memory.archive import archive_message
-from memory.deletion import delete_message, delete_profile
-from memory.models import Message, Profile, Tombstone
+from memory.card import parse
+from memory.card.lines import card_lines
+from memory.deletion import delete_message, delete_profile, delete_slice
+from memory.models import Card, Message, Profile, Tombstone
 from previously.housekeeping import take_scheduled_backup
 from tests.factories import ProfileFactory
+from tests.memory.test_forget_card import card_citing
+from tests.previously.agent.helpers import make_slice
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -185,3 +189,24 @@ def test_staff_see_the_last_backup_and_its_size_on_the_about_page(folder, client
     backups.make_backup()
     page = client.get("/about/").content.decode()
     assert "Last backup" in page and "Backups kept" in page
+
+
+def test_restore_takes_off_again_the_card_lines_a_conversation_delete_dropped(folder):
+    """O6, D7: lines the person chose to drop with a deleted conversation cite it but quote
+    none of its words, so re-applying the message deletes alone brought them back; the journal
+    keeps each dropped line's key (section + hash, no text) and the restore drops it again."""
+    profile = ProfileFactory(key="owner")
+    slice_ = make_slice(profile, lines=[("user", "I finally told my sister about the new job 在里昂")])
+    card_citing(profile, slice_.ref, "Moving to Lyon for a new job 🚄", "Close to her sister")
+    lyon = next(line.key for line in card_lines(parse(Card.objects.get(profile=profile).text)) if "Lyon" in line.text)
+    backup = backups.make_backup()
+    delete_slice(slice_, drop_lines=[lyon])
+    assert lyon.encode() in forget_journal.journal_path().read_bytes()
+    assert b"Moving to Lyon" not in forget_journal.journal_path().read_bytes()
+
+    report = backups.restore(backup.path)
+
+    facts = [f.text for f in parse(Card.objects.get(profile=profile).text).facts]
+    assert not any("Lyon" in f for f in facts), facts
+    assert report.reapplied.get(forget_journal.CARD_LINE) == 1
+    assert not Message.objects.filter(slice__key=slice_.key).exists()
