@@ -141,6 +141,7 @@ TUNABLES: dict[str, Tunable] = {
     # person's turn in flight in this process (previously/llm/gate.py): for servers that answer
     # one request at a time (llama.cpp, Ollama on a CPU). 0 for a hosted or batching server.
     "PREVIOUSLY_LLM_TURNS_FIRST": Tunable(True),
+    "PREVIOUSLY_TYPING_HOLD_SECONDS": Tunable(5, minimum=0),
     "PREVIOUSLY_IDLE_CHECK_SECONDS": Tunable(60, minimum=0),
     # Archived lines given their sentence vector per housekeeping pass (R8; 0: only by
     # `manage.py embed_backfill`). 2,000 lines took 3.1-3.8 s with the local model in a 100k-line

@@ -15,8 +15,8 @@ generated when the person sends a line would hold their reply back for as long a
   streamed (small local servers cannot stream tool calls reliably); it is capped by its
   `max_tokens` and the next step waits.
 
-- A person typing counts too (`typing()`, from the chat page's keystrokes, for `TYPING_HOLD`
-  seconds after the last): a CPU server cannot stop reading a prompt it has begun, so a
+- A person typing counts too (`typing()`, from the chat page's keystrokes, for
+  PREVIOUSLY_TYPING_HOLD_SECONDS after the last; the page sends one every 2 s at most): a CPU server cannot stop reading a prompt it has begun, so a
   welcome-back set aside only when the line is sent would still hold the reply back for the
   rest of its prompt. Set aside at the first keystroke, that prompt is read while they type.
 
@@ -31,7 +31,7 @@ import threading
 import time
 from collections.abc import Iterator
 
-TYPING_HOLD = 8.0  # seconds after the last keystroke signal that a line is taken to be coming
+from django.conf import settings
 
 _lock = threading.Condition()
 _turns = 0
@@ -52,10 +52,13 @@ def turn() -> Iterator[None]:
             _lock.notify_all()
 
 
-def typing(hold: float = TYPING_HOLD) -> None:
-    """A person is typing a line: for `hold` seconds background calls wait and a streamed one
-    gives way, as for a turn (never blocks)."""
+def typing(hold: float | None = None) -> None:
+    """A person is typing a line: for `hold` seconds (PREVIOUSLY_TYPING_HOLD_SECONDS) background
+    calls wait and a streamed one gives way, as for a turn (never blocks; 0 turns it off)."""
     global _typing_until
+    hold = settings.PREVIOUSLY_TYPING_HOLD_SECONDS if hold is None else hold
+    if hold <= 0:
+        return
     with _lock:
         _typing_until = max(_typing_until, time.monotonic() + hold)
 

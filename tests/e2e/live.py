@@ -28,6 +28,10 @@ class LiveChatServer(ChannelsLiveServerTestCase):
 
     default_turn: Turn | None = None
     connected = True
+    # The composer's keystrokes hold background model calls back (previously.llm.gate); the
+    # journeys script the model's answers in order, so a held turn analyzer would take the
+    # next journey's scripted reply. The hold has tests of its own (test_gate, realmodel).
+    typing_hold = 0
 
     @classmethod
     def setUpClass(cls):
@@ -40,12 +44,15 @@ class LiveChatServer(ChannelsLiveServerTestCase):
         test = settings.DATABASES["default"].setdefault("TEST", {})
         cls._test_name = test.get("NAME")
         test["NAME"] = connections["default"].settings_dict["NAME"]
+        cls._typing_hold = settings.PREVIOUSLY_TYPING_HOLD_SECONDS
+        settings.PREVIOUSLY_TYPING_HOLD_SECONDS = cls.typing_hold
         super().setUpClass()
 
     @classmethod
     def tearDownClass(cls):
         super().tearDownClass()
         settings.DATABASES["default"]["TEST"]["NAME"] = cls._test_name
+        settings.PREVIOUSLY_TYPING_HOLD_SECONDS = cls._typing_hold
         reset_provider(None)
         cls.llm.stop()
 

@@ -233,8 +233,9 @@ async def test_the_first_word_does_not_wait_behind_a_welcome_back_being_written(
     background.start()
     await asyncio.sleep(3)  # the welcome-back is being written now
     writing = background.is_alive()
-    await chat.ws.send_to(text_data=json.dumps({"action": "typing"}))  # the page's first keystroke
-    await asyncio.sleep(TYPING_SECONDS)  # "How are you today?" typed at a person's pace
+    for _ in range(TYPING_SECONDS // 2):  # "How are you today?" typed at a person's pace; the
+        await chat.ws.send_to(text_data=json.dumps({"action": "typing"}))  # page's frame every 2 s
+        await asyncio.sleep(2)
     sent = time.monotonic()
     frames = await say(chat, "How are you today?", new_mid(2), 300)
     first_word = capture.first_word[-1]

@@ -54,7 +54,7 @@ LINES = [
 ]
 # Words that stay as they are in Chinese: the product's and formats' names, units, variables.
 ALLOWED = {
-    "Previously", "On", "Markdown", "JSON", "JSONL", "jsonl", "PNG", "SillyTavern", "KV", "ID", "IDs", "API", "LLM", "URL", "OpenAI",
+    "Previously", "On", "Markdown", "JSON", "JSONL", "jsonl", "json", "zip", "PNG", "SillyTavern", "KV", "ID", "IDs", "API", "LLM", "URL", "OpenAI",
     "Enter", "Shift", "Esc", "MB", "KB", "UTC", "HH", "MM", "YYYY", "DD", "PREVIOUSLY_LLM_BASE_URL",
     "PREVIOUSLY_LLM_MODEL", "PREVIOUSLY_AGENT_MODEL", "PREVIOUSLY_BACKUP_HOURS", "STRICT_MID", "MEM_READ_LEGACY", "token", "IANA",
     "Asia", "Shanghai", "Europe", "Berlin",  # the time zone field's examples
