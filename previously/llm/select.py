@@ -11,6 +11,7 @@ and chooses again, so no restart is needed, in any process. A provider installed
 import asyncio
 import json
 import logging
+import threading
 import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -162,6 +163,9 @@ def output_cap(use: str) -> int:
 
 
 _window: dict[str, int | None] = {}
+# One question to the server at a time: the turns that arrive while it is asked (the first ones
+# after a start, while the server's warm-up asks) wait for its answer rather than each asking.
+_window_lock = threading.Lock()
 
 
 def context_tokens() -> int | None:
@@ -174,10 +178,13 @@ def context_tokens() -> int | None:
     if provider.offline or not base_url:
         return None
     if base_url not in _window:
-        api_key = settings.PREVIOUSLY_LLM_API_KEY if base_url == settings.PREVIOUSLY_LLM_BASE_URL.rstrip("/") else _state["api_key"]
-        _window[base_url] = context_window(base_url, api_key)
-        log.info("model context window at %s: %s tokens", base_url, _window[base_url])
-    return _window[base_url]
+        with _window_lock:
+            if base_url not in _window:
+                api_key = (settings.PREVIOUSLY_LLM_API_KEY if base_url == settings.PREVIOUSLY_LLM_BASE_URL.rstrip("/")
+                           else _state["api_key"])
+                _window[base_url] = context_window(base_url, api_key)
+                log.info("model context window at %s: %s tokens", base_url, _window[base_url])
+    return _window.get(base_url)
 
 
 def _probe_ollama(timeout: float = 0.5) -> str | None:
