@@ -168,15 +168,28 @@ _window: dict[str, int | None] = {}
 _window_lock = threading.Lock()
 
 
-def context_tokens() -> int | None:
-    """The model's context window in tokens: PREVIOUSLY_MODEL_CONTEXT_TOKENS when set, else
-    what the configured server reports (asked once per process), else None (unknown)."""
+def known_context_tokens() -> tuple[bool, int | None]:
+    """(True, what `context_tokens` answers) when it would answer without asking the model
+    server (set, offline, or asked already), else (False, None): a turn reads it on the event
+    loop rather than going to a thread for it (issue 24 point 11)."""
     if settings.PREVIOUSLY_MODEL_CONTEXT_TOKENS:
-        return settings.PREVIOUSLY_MODEL_CONTEXT_TOKENS
+        return True, settings.PREVIOUSLY_MODEL_CONTEXT_TOKENS
     provider = get_provider()
     base_url = getattr(provider, "base_url", "")
     if provider.offline or not base_url:
-        return None
+        return True, None
+    if base_url in _window:
+        return True, _window.get(base_url)
+    return False, None
+
+
+def context_tokens() -> int | None:
+    """The model's context window in tokens: PREVIOUSLY_MODEL_CONTEXT_TOKENS when set, else
+    what the configured server reports (asked once per process), else None (unknown)."""
+    known, window = known_context_tokens()
+    if known:
+        return window
+    base_url = getattr(get_provider(), "base_url", "")
     if base_url not in _window:
         with _window_lock:
             if base_url not in _window:

@@ -150,3 +150,14 @@ def test_turns_that_arrive_while_the_window_is_asked_wait_for_that_answer(window
     second.join(10)
     assert not asked_again and model_server.asked == ["/props"]
     assert answers == [4096, 4096]
+
+
+def test_a_turn_reads_a_window_already_asked_without_leaving_the_event_loop(window_server, settings):
+    """Issue 24 point 11: once the window is known (asked, set, or offline) a turn reads it
+    as it is (`known_context_tokens`), not through a thread of its own on every turn."""
+    window_server()
+    assert select.known_context_tokens() == (False, None)
+    assert select.context_tokens() == 4096
+    assert select.known_context_tokens() == (True, 4096)
+    settings.PREVIOUSLY_MODEL_CONTEXT_TOKENS = 8192
+    assert select.known_context_tokens() == (True, 8192)
