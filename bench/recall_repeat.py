@@ -102,16 +102,22 @@ def queries(data: dict, n: int) -> list[tuple[dict, dict]]:
 
 
 def measure(profile: Profile, asked: list[tuple[dict, dict]], rounds: int) -> dict:
-    """Per-question latency (ms) of `rank_queries`, the median of `rounds` passes per question."""
+    """Per-question latency (ms) of `rank_queries`, the median of `rounds` passes per question;
+    beside it the process's CPU time per question (on a loaded machine the wall time also holds
+    the time this process waited for a core)."""
     per_q: dict[str, list[float]] = {}
+    cpu: dict[str, list[float]] = {}
     for _ in range(rounds):
         for conv, q in asked:
             names = {conv["speaker_a"]: "user", conv["speaker_b"]: "assistant"}
+            began = time.process_time()
             _, ms = rank_queries(profile.pk, [q], {}, k=20, names=names, fill=[])
+            cpu.setdefault(q["qid"], []).append((time.process_time() - began) * 1000)
             per_q.setdefault(q["qid"], []).extend(ms.values())
     values = sorted(statistics.median(v) for v in per_q.values())
     return {"p50_ms": round(statistics.median(values), 2),
             "p99_ms": round(values[min(len(values) - 1, round(0.99 * (len(values) - 1)))], 2),
+            "cpu_p50_ms": round(statistics.median(statistics.median(v) for v in cpu.values()), 2),
             "questions": len(values)}
 
 
@@ -140,7 +146,8 @@ def run(*, data: dict, sizes: list[int], n_questions: int = 200, rounds: int = 3
         row = measure(profile, asked, rounds)
         row.update(seed_seconds=round(seconds, 1), recurrence=round(size / base, 1))
         out["sizes"][str(size)] = row
-        print(f"[recall_repeat] {size:,} lines: p50 {row['p50_ms']} ms, p99 {row['p99_ms']} ms "
+        print(f"[recall_repeat] {size:,} lines: p50 {row['p50_ms']} ms, p99 {row['p99_ms']} ms, "
+              f"CPU p50 {row['cpu_p50_ms']} ms "
               f"(load {' / '.join(f'{x:.2f}' for x in os.getloadavg())})", flush=True)
     if profile_at_end:
         out["profile"] = profile_top(profile, asked)
@@ -157,7 +164,8 @@ def remeasure(data: dict, *, n_questions: int, rounds: int, profile_at_end: bool
     measure(profile, asked[:20], 1)
     row = measure(profile, asked, rounds)
     lines_ = Message.objects.filter(profile=profile).count()
-    out = f"{lines_:,} lines: p50 {row['p50_ms']} ms, p99 {row['p99_ms']} ms (load {os.getloadavg()[0]:.2f})"
+    out = (f"{lines_:,} lines: p50 {row['p50_ms']} ms, p99 {row['p99_ms']} ms, CPU p50 {row['cpu_p50_ms']} ms "
+           f"(load {os.getloadavg()[0]:.2f})")
     return out + ("\n" + profile_top(profile, asked) if profile_at_end else "")
 
 
@@ -168,11 +176,12 @@ def summary(data: dict) -> str:
         f"LoCoMo's {data['distinct_lines']:,} turns repeated with a short suffix; LoCoMo's questions ranked by "
         "the chat's recall (hybrid as shipped) through retrieve_batch's `rank_queries`; per-question medians.",
         "",
-        "| archived lines | each line recurs | p50 ms | p99 ms | questions | loading s |",
-        "| ---: | ---: | ---: | ---: | ---: | ---: |",
+        "| archived lines | each line recurs | p50 ms | p99 ms | CPU p50 ms | questions | loading s |",
+        "| ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
     ]
     for size, row in data["sizes"].items():
         lines_.append(f"| {int(size):,} | ×{row['recurrence']} | {row['p50_ms']:.2f} | {row['p99_ms']:.2f} "
+                      f"| {row.get('cpu_p50_ms', float('nan')):.2f} "
                       f"| {row['questions']} | {row['seed_seconds']} |")
     if "ratio_100k_10k" in data:
         p50 = data["sizes"]["100000"]["p50_ms"]

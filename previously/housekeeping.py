@@ -22,7 +22,7 @@ from memory.interop.previews import sweep_previews
 from memory.recall import embedding, vectors
 from previously.agent.lifecycle import close_idle_slices, fail_stale_runs
 from previously.chat.proactive import proactive_check
-from previously.llm.select import follow_stored_choice
+from previously.llm.select import context_tokens, follow_stored_choice
 
 log = logging.getLogger(__name__)
 _started = threading.Event()
@@ -109,15 +109,29 @@ def _loop(period: int, proactive: int = 0) -> None:
 WARM_TEMPLATES = ("chat/chat.html", "card/evolution.html")
 
 
-def warm_up() -> None:
+def warm_up() -> threading.Thread:
     """What the first turn after a start would otherwise pay for, done as the server process
-    starts (issue 24 point 11, BENCH §4): the in-process sentence-embedding model (≈2 s) and
-    the chat's and the evolution indicator's templates."""
+    starts (issue 24 point 11, BENCH §4): the in-process sentence-embedding model (≈2 s), the
+    chat's and the evolution indicator's templates, and (in a thread, returned, so a model
+    server that is slow or not up yet never holds the start) the model's context window, which
+    the first turn asked the model server for (two requests, up to 3 s each)."""
+    asking = threading.Thread(target=_ask_context_window, name="previously-model-window", daemon=True)
+    asking.start()
     began = time.perf_counter()
     if embedding.preload():
         log.info("embedding model loaded in %.1f s", time.perf_counter() - began)
     for name in WARM_TEMPLATES:
         get_template(name)
+    return asking
+
+
+def _ask_context_window() -> None:
+    try:
+        context_tokens()
+    except Exception:  # noqa: BLE001 - the first turn asks again; the server starts regardless
+        log.warning("asking the model server for its context window failed", exc_info=True)
+    finally:
+        connections.close_all()  # the provider's choice may read the stored connections
 
 
 class StartsHousekeeping:
@@ -127,8 +141,8 @@ class StartsHousekeeping:
     def __init__(self, app):
         self.app = app
 
-    def warm_up(self) -> None:
-        warm_up()
+    def warm_up(self) -> threading.Thread:
+        return warm_up()
 
     async def __call__(self, scope, receive, send):
         if not _started.is_set():

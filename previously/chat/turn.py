@@ -31,7 +31,7 @@ from memory.deletion import hide_message, unhide_message
 from memory.lorebook import matching_entries
 from memory.models import Card, Highlight, Message, Profile, Slice
 from memory.models.archive import USER_MID_RE
-from memory.recall import recall
+from memory.recall import recall, vectors
 from memory.recall.budget import approx_tokens
 from memory.recall.context import Recalled
 from previously.agent.briefing import arrival_briefing
@@ -41,7 +41,7 @@ from previously.chat.db import db_call
 from previously.i18n import for_profile
 from previously.llm import ProviderError, gate, get_provider
 from previously.llm.openai_compat import TOO_LONG
-from previously.llm.select import context_tokens, output_cap, provider_for
+from previously.llm.select import context_tokens, known_context_tokens, output_cap, provider_for
 from previously.push import apush
 
 log = logging.getLogger(__name__)
@@ -353,6 +353,10 @@ async def handle_send(profile: Profile, data: dict, send: Send, *, stop: asyncio
     except BadFrame as exc:
         await send(refused_frame(exc, data, lang=lang))
         return
+    # The line's sentence vector is made here, in a thread of its own, so the archive write finds
+    # it cached: on the chat's one database thread (SQLite) every other chat's calls waited
+    # behind the model's forward pass (issue 24 point 11: an eighth of that thread's time).
+    await asyncio.to_thread(vectors.embed_ahead, [frame.text])
     try:
         archived = await _archive_user(profile, frame)
     except MidTombstoned as exc:
@@ -477,7 +481,9 @@ async def _stream(provider, messages: list[dict], cleaner: markers.StreamCleaner
 async def _stream_reply(provider, messages: list[dict], cleaner: markers.StreamCleaner, send: Send, umid: str,
                         stop: asyncio.Event, prompt_tokens: int) -> bool:
     # A prompt (U4's count) that cannot fit the model's known window is told, not sent (issue 26).
-    window = await asyncio.to_thread(context_tokens)
+    known, window = known_context_tokens(provider)
+    if not known:
+        window = await asyncio.to_thread(context_tokens, provider)
     if window and prompt_tokens + output_cap("reply") > window:
         raise ProviderError(f"the prompt ({prompt_tokens} tokens) and the reply's cap do not fit the model's window "
                             f"of {window} tokens (PREVIOUSLY_MODEL_CONTEXT_TOKENS)", notice=TOO_LONG)

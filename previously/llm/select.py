@@ -13,6 +13,7 @@ whose model was picked from another connection's list is answered through that c
 import asyncio
 import json
 import logging
+import threading
 import time
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
@@ -184,22 +185,41 @@ def output_cap(use: str) -> int:
 
 
 _window: dict[str, int | None] = {}
+# One question to the server at a time: the turns that arrive while it is asked (the first ones
+# after a start, while the server's warm-up asks) wait for its answer rather than each asking.
+_window_lock = threading.Lock()
+
+
+def known_context_tokens(provider: Provider | None = None) -> tuple[bool, int | None]:
+    """(True, what `context_tokens` answers) when it would answer without asking the model
+    server (set, offline, or asked already), else (False, None): a turn reads it on the event
+    loop rather than going to a thread for it (issue 24 point 11)."""
+    if settings.PREVIOUSLY_MODEL_CONTEXT_TOKENS:
+        return True, settings.PREVIOUSLY_MODEL_CONTEXT_TOKENS
+    provider = provider or get_provider()
+    base_url = getattr(provider, "base_url", "")
+    if provider.offline or not base_url:
+        return True, None
+    if base_url in _window:
+        return True, _window.get(base_url)
+    return False, None
 
 
 def context_tokens(provider: Provider | None = None) -> int | None:
     """The model's context window in tokens: PREVIOUSLY_MODEL_CONTEXT_TOKENS when set, else
     what the server of `provider` (default: the process's) reports (asked once per process),
     else None (unknown)."""
-    if settings.PREVIOUSLY_MODEL_CONTEXT_TOKENS:
-        return settings.PREVIOUSLY_MODEL_CONTEXT_TOKENS
     provider = provider or get_provider()
-    base_url = getattr(provider, "base_url", "")
-    if provider.offline or not base_url:
-        return None
+    known, window = known_context_tokens(provider)
+    if known:
+        return window
+    base_url = provider.base_url
     if base_url not in _window:
-        _window[base_url] = context_window(base_url, _keys.get(base_url, ""))
-        log.info("model context window at %s: %s tokens", base_url, _window[base_url])
-    return _window[base_url]
+        with _window_lock:
+            if base_url not in _window:
+                _window[base_url] = context_window(base_url, _keys.get(base_url, ""))
+                log.info("model context window at %s: %s tokens", base_url, _window[base_url])
+    return _window.get(base_url)
 
 
 def _probe_ollama(timeout: float = 0.5) -> str | None:

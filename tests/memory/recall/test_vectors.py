@@ -330,3 +330,17 @@ def test_the_hamming_shortlist_keeps_the_closest_and_the_newest_at_the_cut():
     many = rng.integers(0, 512, size=100_000).astype(np.uint16)
     kept = vectors.closest(many, 300)
     assert len(kept) == 300 and many[kept].max() <= np.sort(many)[299]
+
+
+def test_the_shortlist_cut_read_from_a_sample_is_the_cut_of_every_distance():
+    """Issue 24 point 10 (BENCH §2): on a large archive `closest` bounds the cut from every 16th
+    distance; the lines kept are those the histogram of every distance keeps, also when the
+    sample is misleading (all its distances small) and the bound holds too few."""
+    rng = np.random.default_rng(7)
+    for size, n in ((100_000, 300), (60_000, 150), (250_000, 100)):
+        distance = np.minimum(rng.binomial(512, 0.5, size=size), 511).astype(np.uint16)
+        assert np.array_equal(np.sort(vectors.closest(distance, n)), np.sort(vectors._closest(distance, n)))
+    misleading = np.full(100_000, 300, dtype=np.uint16)
+    misleading[: 37 * 16 : 16] = 0  # only sampled lines are close: the bound holds 37 of 300
+    kept = vectors.closest(misleading, 300)
+    assert len(kept) == 300 and np.array_equal(np.sort(kept), np.sort(vectors._closest(misleading, 300)))

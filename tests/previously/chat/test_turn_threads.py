@@ -1,0 +1,41 @@
+"""Issue 24 point 11 (BENCH §4): what a turn does before its first token stays off the chat's
+one database thread (SQLite) and off the threads altogether when it need not leave the loop."""
+
+import threading
+
+import pytest
+
+from memory import archive
+from memory.recall import vectors
+from previously.chat import turn
+from tests.previously.chat.conftest import new_mid
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+async def test_the_lines_vector_is_made_off_the_database_thread_before_the_archive_write(
+    connect, user, profile, monkeypatch, settings
+):
+    """The user's line is embedded in a thread of its own, before the write: the database thread
+    every chat of the process shares no longer runs the model's forward pass (it was an eighth of
+    that thread's time at 200 chats), and the write finds the vector cached."""
+    settings.PREVIOUSLY_EMBEDDINGS = "local"
+    seen = []
+    real_embed, real_archive = vectors.embed_ahead, archive.archive_message
+
+    def embed_ahead(texts):
+        seen.append(("embed", list(texts), threading.current_thread().ident))
+        return real_embed(texts)
+
+    def archive_message(**kwargs):
+        seen.append(("archive", [kwargs["content"]], threading.current_thread().ident))
+        return real_archive(**kwargs)
+
+    monkeypatch.setattr(vectors, "embed_ahead", embed_ahead)
+    monkeypatch.setattr(turn, "archive_message", archive_message)
+    chat = await connect(user)
+    await chat.say("the cat went to the vet", mid=new_mid(1))
+    line = [s for s in seen if s[1] == ["the cat went to the vet"]]
+    assert [kind for kind, _, _ in line][:2] == ["embed", "archive"]
+    archive_thread = line[1][2]
+    assert line[0][2] != archive_thread  # made before, elsewhere; the write's own call finds it cached
