@@ -264,36 +264,51 @@ def _columns(model) -> list[tuple]:
 
 def check_profile(pdata, position: int) -> None:
     """Refuse the profile's first bad record with a BadExport naming it and its field."""
+    key = check_members(pdata, position)
+    for kind in SCHEMA:
+        for n, rec in enumerate(pdata.get(kind) or []):
+            check_record(kind, n, rec, key)
+
+
+def check_members(pdata, position: int) -> str:
+    """Refuse a profile whose own members are bad (its key, a record list that is not a list,
+    its card, a text over its limit); its key. The records are checked one at a time as they
+    stream (`check_record`, issue 24 point 6)."""
     if not isinstance(pdata, dict):
         raise BadExport(f"profiles[{position}] is not an object")
     key = pdata.get("key")
     if not isinstance(key, str) or not PROFILE_KEY_RE.fullmatch(key):
         raise BadExport(f"profiles[{position}]: key {key!r:.80} is not a profile key (1-32 of a-z, 0-9, '_', '-')")
-    for kind, fields in SCHEMA.items():
-        records = pdata.get(kind) or []
-        if not isinstance(records, list):
+    for kind in SCHEMA:
+        if not isinstance(pdata.get(kind) or [], list):
             raise BadExport(f"profile {key!r}: {kind} must be a list")
-        for n, rec in enumerate(records):
-            where = f"profile {key!r}, {kind}[{n}]"
-            if not isinstance(rec, dict):
-                raise BadExport(f"{where} is not an object")
-            ident = next((rec[f] for f in ("mid", "hid", "eid", "rid", "key", "object_id", "slice")
-                          if isinstance(rec.get(f), str)), None)
-            if ident is not None:
-                where += f" ({ident!r:.80})"
-            for name, (required, check) in fields.items():
-                if name not in rec:
-                    if required:
-                        raise BadExport(f"{where}: the field {name!r} is missing")
-                    continue
-                problem = check(rec[name])
-                if problem:
-                    raise BadExport(f"{where}: field {name!r}: {problem}")
-            check_lengths(rec, kind, where)
     card = pdata.get("card")
     if card is not None and not (isinstance(card, dict) and _text(card.get("text") or "") is None):
         raise BadExport(f"profile {key!r}: card must be an object with a text")
     check_lengths({k: v for k, v in pdata.items() if k not in SCHEMA}, "profile", f"profile {key!r}")
+    return key
+
+
+def check_record(kind: str, n: int, rec, key: str) -> None:
+    """Refuse record `n` of the profile `key`'s list `kind` if it is bad, naming it and its field."""
+    where = f"profile {key!r}, {kind}[{n}]"
+    if not isinstance(rec, dict):
+        raise BadExport(f"{where} is not an object")
+    ident = next((rec[f] for f in IDENT_FIELDS if isinstance(rec.get(f), str)), None)
+    if ident is not None:
+        where += f" ({ident!r:.80})"
+    for name, (required, check) in SCHEMA[kind].items():
+        if name not in rec:
+            if required:
+                raise BadExport(f"{where}: the field {name!r} is missing")
+            continue
+        problem = check(rec[name])
+        if problem:
+            raise BadExport(f"{where}: field {name!r}: {problem}")
+    check_lengths(rec, kind, where)
+
+
+IDENT_FIELDS = ("mid", "hid", "eid", "rid", "key", "object_id", "slice")
 
 
 # S6 (issue 24 points 5 and 6): every string in an import is within a limit of memory.limits —

@@ -4,9 +4,10 @@ its own short transaction. The same code, with nothing written, is the checking 
 is asked whether the database would take it (`check.storable`)."""
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
+from itertools import islice
 
 from django.db import connection, transaction
 
@@ -135,22 +136,59 @@ class _Profile:
     out: Writes
     tombs: set = field(default_factory=set)
     slices: dict = field(default_factory=dict)
-    mids: dict = field(default_factory=dict)
+    mids: "_Mids" = None
     hids: dict = field(default_factory=dict)
     eids: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        self.mids = _Mids(self.profile.pk)
 
     def add(self, kind: str, column: str) -> None:
         self.report.add(kind, column)
 
 
-def import_profile(pdata: dict, *, user, report: FullReport, out: Writes) -> None:
-    """One profile of the export. In the dry run nothing is saved: the profile may stay
-    unsaved, so existing rows are looked up by `profile_id` (None: none)."""
-    key = pdata["key"]
+class _Mids:
+    """The profile's message ids as the import needs them, without a million of them held with
+    their keys (issue 24 point 6): the mids this import adds (a set, which also finds a line the
+    file gives twice), and the keys of one chunk of mids at a time, looked up in the database
+    (`load`): a mid this import adds has its key once written, None in the checking pass."""
+
+    def __init__(self, profile_id):
+        self.profile_id = profile_id
+        self.added: set[str] = set()
+        self.pks: dict[str, int] = {}
+
+    def load(self, mids: Iterable) -> None:
+        """The database's keys of these mids (those it holds), for the chunk being read."""
+        wanted = {m for m in mids if isinstance(m, str)}
+        self.pks = dict(Message.objects.filter(profile_id=self.profile_id, mid__in=wanted).values_list("mid", "pk")
+                        ) if self.profile_id is not None and wanted else {}
+
+    def __contains__(self, mid) -> bool:
+        return mid in self.pks or mid in self.added
+
+    def get(self, mid):
+        return self.pks.get(mid)
+
+    def __getitem__(self, mid):
+        return self.pks.get(mid)
+
+
+def _chunks(records: Iterable, size: int = 1000) -> Iterator[list]:
+    """The records a chunk at a time (the mids of one chunk are looked up together)."""
+    it = iter(records)
+    while chunk := list(islice(it, size)):
+        yield chunk
+
+
+def start_profile(key: str, members: dict, *, user, report: FullReport, out: Writes) -> _Profile:
+    """One profile of the export, made (or found) before its records. In the dry run nothing
+    is saved: the profile may stay unsaved, so existing rows are looked up by `profile_id`
+    (None: none)."""
     if not isinstance(key, str) or not PROFILE_KEY_RE.fullmatch(key):
         raise ValueError(f"profile key {key!r} is invalid")
-    defaults = {"name": pdata.get("name", ""), "persona": pdata.get("persona", ""),
-                "language": pdata.get("language", "zh"), "proactive_enabled": pdata.get("proactive_enabled", True)}
+    defaults = {"name": members.get("name", ""), "persona": members.get("persona", ""),
+                "language": members.get("language", "zh"), "proactive_enabled": members.get("proactive_enabled", True)}
     out.profile = key
     if out.write:
         out.kind = "the profile"
@@ -160,17 +198,14 @@ def import_profile(pdata: dict, *, user, report: FullReport, out: Writes) -> Non
         profile = Profile.objects.filter(user=user, key=key).first() or Profile(user=user, key=key, **defaults)
         if profile.pk is None:
             out.one("the profile", None, profile)
-    p = _Profile(profile=profile, key=key, report=report, out=out)
-    for step in (_tombstones, _slices, _messages, _legacy_fragments, _highlights, _experiences, _relations,
-                 _legacy_meta, _card, _card_snapshots, _favourites):
-        step(p, pdata)
+    return _Profile(profile=profile, key=key, report=report, out=out)
 
 
-def _tombstones(p: _Profile, pdata: dict) -> None:
+def _tombstones(p: _Profile, records: Iterable[dict]) -> None:
     """Tombstones first: the file's are imported, then block what they name."""
     p.tombs = set(Tombstone.objects.filter(profile_id=p.profile.pk).values_list("kind", "object_id"))
     new = []
-    for t in pdata.get("tombstones", []):
+    for t in records:
         p.add("tombstones", "read")
         ident = (t["kind"], t["object_id"])
         if ident in p.tombs:
@@ -187,10 +222,10 @@ def _tombstones(p: _Profile, pdata: dict) -> None:
     p.out.save("tombstones", Tombstone, new)
 
 
-def _slices(p: _Profile, pdata: dict) -> None:
+def _slices(p: _Profile, records: Iterable[dict]) -> None:
     p.slices = {s.key: s for s in Slice.objects.filter(profile_id=p.profile.pk)}
     new = []
-    for s in pdata.get("slices", []):
+    for s in records:
         p.add("slices", "read")
         if s["key"] in p.slices:
             p.add("slices", "existing")
@@ -209,41 +244,51 @@ MESSAGE_COLUMNS = ("mid", "speaker", "message_type", "content", "raw_content", "
                    "period", "tz", "source_id", "sync_status", "attachment", "legacy_key", "content_hash", "legacy_extra")
 
 
-def _messages(p: _Profile, pdata: dict) -> None:
+def _messages(p: _Profile, records: Iterable[dict]) -> None:
     """New lines in their slices (a line the file gives none joins one by the idle gap, S1),
-    indexed for recall in the batch that writes them (D3)."""
-    p.mids = dict(Message.objects.filter(profile_id=p.profile.pk).values_list("mid", "pk"))
-    new, loose = [], []
-    for m in pdata.get("messages", []):
-        p.add("messages", "read")
-        if ("msg", m["mid"]) in p.tombs:
-            p.add("messages", "tombstoned")
-            p.report.notes.append(f"{p.key}: message {m['mid']} is tombstoned; skipped")
-            continue
-        if m["mid"] in p.mids:
-            p.add("messages", "existing")
-            continue
-        fields = _local_clock({f: m[f] for f in MESSAGE_COLUMNS if f in m})
-        obj = Message(profile=p.profile, created_at=_dt(m["created_at"]), deleted_at=_dt(m.get("deleted_at")), **fields)
-        p.mids[obj.mid] = None
-        p.add("messages", "created")
-        if not p.out.write:
-            # The checking pass asks each row now and keeps none (issue 24 point 6: a million
-            # lines held as rows until the end took ~1 kB each on top of the file's records).
-            p.out.batched("messages", [obj], _write_messages)
-            continue
-        slice_ = p.slices.get(m.get("slice"))
-        if slice_ is None:
-            loose.append(obj)
-        else:
-            obj.slice = slice_
-        new.append(obj)
+    indexed for recall in the batch that writes them (D3). They stream: a chunk at a time is
+    looked up, checked or written (issue 24 point 6: a million lines held as rows took ~1 kB
+    each); only lines without a slice wait for the end, to be given one."""
+    loose, written = [], False
+    for chunk in _chunks(records, _chunk_rows(p.out)):
+        p.mids.load(m["mid"] for m in chunk)
+        new = []
+        for m in chunk:
+            p.add("messages", "read")
+            if ("msg", m["mid"]) in p.tombs:
+                p.add("messages", "tombstoned")
+                p.report.notes.append(f"{p.key}: message {m['mid']} is tombstoned; skipped")
+                continue
+            if m["mid"] in p.mids:
+                p.add("messages", "existing")
+                continue
+            fields = _local_clock({f: m[f] for f in MESSAGE_COLUMNS if f in m})
+            obj = Message(profile=p.profile, created_at=_dt(m["created_at"]), deleted_at=_dt(m.get("deleted_at")),
+                          **fields)
+            p.mids.added.add(obj.mid)
+            p.add("messages", "created")
+            if not p.out.write:
+                # The checking pass asks each row now and keeps none.
+                p.out.batched("messages", [obj], _write_messages)
+                continue
+            slice_ = p.slices.get(m.get("slice"))
+            if slice_ is None:
+                loose.append(obj)
+            else:
+                obj.slice = slice_
+                new.append(obj)
+        p.out.batched("messages", new, _write_messages)
+        written = written or bool(new)
     # The slices for loose lines go in first, in one transaction (far fewer rows than lines).
     p.out.one("message slices", lambda: assign_slices(profile=p.profile, messages=loose))
-    p.out.batched("messages", new, _write_messages)
-    if p.out.write and new:
+    p.out.batched("messages", loose, _write_messages)
+    if p.out.write and (written or loose):
         p.out.one("the recall index", optimize_index)
-    p.mids.update((m.mid, m.pk) for m in new)
+
+
+def _chunk_rows(out: Writes) -> int:
+    """Records read together (their mids looked up in one query): whole batches when writing."""
+    return out.rows * max(1, 1000 // out.rows) if out.write else 1000
 
 
 def _write_messages(batch: list) -> None:
@@ -258,12 +303,18 @@ def _write_messages(batch: list) -> None:
     index_messages(batch, new=True)
 
 
-def _legacy_fragments(p: _Profile, pdata: dict) -> None:
+def _legacy_fragments(p: _Profile, records: Iterable[dict]) -> None:
     rows = LegacyFragment.objects.filter(profile_id=p.profile.pk)
     keys = set(rows.values_list("key", flat=True))
     prints = set(rows.values_list("fingerprint", flat=True))
+    for chunk in _chunks(records, _chunk_rows(p.out)):
+        p.mids.load(f.get("mid") for f in chunk)
+        _legacy_fragment_chunk(p, chunk, keys, prints)
+
+
+def _legacy_fragment_chunk(p: _Profile, chunk: list, keys: set, prints: set) -> None:
     new = []
-    for f in pdata.get("legacy_fragments", []):
+    for f in chunk:
         p.add("legacy_fragments", "read")
         if f["key"] in keys or (f["fingerprint"] in prints and f["disposition"] != "duplicate"):
             p.add("legacy_fragments", "existing")
@@ -282,10 +333,16 @@ def _legacy_fragments(p: _Profile, pdata: dict) -> None:
     p.out.save("legacy fragments", LegacyFragment, new)
 
 
-def _highlights(p: _Profile, pdata: dict) -> None:
+def _highlights(p: _Profile, records: Iterable[dict]) -> None:
     p.hids = dict(Highlight.objects.filter(profile_id=p.profile.pk).values_list("hid", "pk"))
+    for chunk in _chunks(records, _chunk_rows(p.out)):
+        p.mids.load(h["mid"] for h in chunk)
+        _highlight_chunk(p, chunk)
+
+
+def _highlight_chunk(p: _Profile, chunk: list) -> None:
     new = []
-    for h in pdata.get("highlights", []):
+    for h in chunk:
         p.add("highlights", "read")
         if ("hl", h["hid"]) in p.tombs:
             p.add("highlights", "tombstoned")
@@ -306,11 +363,17 @@ def _highlights(p: _Profile, pdata: dict) -> None:
     p.hids.update((h.hid, h.pk) for h in new)
 
 
-def _experiences(p: _Profile, pdata: dict) -> None:
+def _experiences(p: _Profile, records: Iterable[dict]) -> None:
     """Experiences with their sources and history, written together (a batch is whole)."""
     p.eids = dict(Experience.objects.filter(profile_id=p.profile.pk).values_list("eid", "pk"))
+    for chunk in _chunks(records, _chunk_rows(p.out)):
+        p.mids.load(mid for e in chunk for mid in e.get("source_mids", []))
+        _experience_chunk(p, chunk)
+
+
+def _experience_chunk(p: _Profile, chunk: list) -> None:
     new = []
-    for e in pdata.get("experiences", []):
+    for e in chunk:
         p.add("experiences", "read")
         if ("exp", e["eid"]) in p.tombs:
             p.add("experiences", "tombstoned")
@@ -343,10 +406,10 @@ def _write_experiences(batch: list) -> None:
     _create_dated(ExperienceHistory, [h for _, _, history in batch for h in history])
 
 
-def _relations(p: _Profile, pdata: dict) -> None:
+def _relations(p: _Profile, records: Iterable[dict]) -> None:
     rids = set(Relation.objects.filter(profile_id=p.profile.pk).values_list("rid", flat=True))
     new = []
-    for r in pdata.get("relations", []):
+    for r in records:
         p.add("relations", "read")
         if ("rel", r["rid"]) in p.tombs:
             p.add("relations", "tombstoned")
@@ -376,10 +439,10 @@ def _relation(p: _Profile, r: dict) -> Relation:
     return obj
 
 
-def _legacy_meta(p: _Profile, pdata: dict) -> None:
+def _legacy_meta(p: _Profile, records: Iterable[dict]) -> None:
     keys = set(LegacyMeta.objects.filter(profile_id=p.profile.pk).values_list("key", flat=True))
     new = []
-    for m in pdata.get("legacy_meta", []):
+    for m in records:
         p.add("legacy_meta", "read")
         if m["key"] in keys:
             p.add("legacy_meta", "existing")
@@ -391,9 +454,9 @@ def _legacy_meta(p: _Profile, pdata: dict) -> None:
     p.out.save("legacy meta", LegacyMeta, new)
 
 
-def _card(p: _Profile, pdata: dict) -> None:
+def _card(p: _Profile, members: dict) -> None:
     """The file's card, unless the profile has one with text (an empty row takes it)."""
-    card = pdata.get("card")
+    card = members.get("card")
     if not card:
         return
     p.add("card", "read")
@@ -413,10 +476,10 @@ def _card(p: _Profile, pdata: dict) -> None:
     p.add("card", "created")
 
 
-def _card_snapshots(p: _Profile, pdata: dict) -> None:
+def _card_snapshots(p: _Profile, records: Iterable[dict]) -> None:
     have = set(CardSnapshot.objects.filter(profile_id=p.profile.pk).values_list("slice__key", flat=True))
     new = []
-    for s in pdata.get("card_snapshots", []):
+    for s in records:
         p.add("card_snapshots", "read")
         if s["slice"] in have or s["slice"] not in p.slices:
             p.add("card_snapshots", "existing")
@@ -428,10 +491,16 @@ def _card_snapshots(p: _Profile, pdata: dict) -> None:
     p.out.batched("card snapshots", new, lambda batch: _create_dated(CardSnapshot, batch))
 
 
-def _favourites(p: _Profile, pdata: dict) -> None:
+def _favourites(p: _Profile, records: Iterable[dict]) -> None:
     have = set(Favourite.objects.filter(profile_id=p.profile.pk).values_list("message__mid", "excerpt"))
+    for chunk in _chunks(records, _chunk_rows(p.out)):
+        p.mids.load(f["mid"] for f in chunk)
+        _favourite_chunk(p, chunk, have)
+
+
+def _favourite_chunk(p: _Profile, chunk: list, have: set) -> None:
     new = []
-    for f in pdata.get("favourites", []):
+    for f in chunk:
         p.add("favourites", "read")
         if (f["mid"], f.get("excerpt") or "") in have or f["mid"] not in p.mids:
             p.add("favourites", "tombstoned" if ("msg", f["mid"]) in p.tombs else "existing")
@@ -458,3 +527,12 @@ def _create_dated(model, objs: list) -> None:
         o.created_at = o._file_created_at
     if dated:
         model.objects.bulk_update(dated, ["created_at"])
+
+
+# Each kind in the order the writes need (tombstones block, slices hold lines, lines are cited),
+# whatever its place in the file: each list is read in a pass of its own (memory/interop/full/read.py).
+# "card" is a profile's own member, not a list.
+STEPS = (("tombstones", _tombstones), ("slices", _slices), ("messages", _messages),
+         ("legacy_fragments", _legacy_fragments), ("highlights", _highlights), ("experiences", _experiences),
+         ("relations", _relations), ("legacy_meta", _legacy_meta), ("card", _card),
+         ("card_snapshots", _card_snapshots), ("favourites", _favourites))

@@ -7,6 +7,7 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import OperationalError, connection
 from django.urls import reverse
 
+from memory.interop.full import write as write_module
 from memory.models import Message
 from tests.factories import MessageFactory
 
@@ -211,3 +212,20 @@ def test_pending_previews_are_per_person_one_each_and_go_at_logout(client, profi
     again.force_login(bob)
     assert again.post(reverse("data_import_apply"), {"token": token}).status_code == 200
     assert Message.objects.filter(profile__user=bob).count() == 1
+
+
+def test_the_apply_after_a_preview_does_not_check_the_records_again(client, profile, bob, storage, monkeypatch):
+    """Issue 24 point 6 (SPEC S4): the preview checked every record of the stored file, so its
+    apply reads the file once more, to write, without a second checking pass (each pass over a
+    million records was a minute); what it writes is the same."""
+    for n in range(5):
+        MessageFactory(profile=profile, content=f"第 {n} 行 line 🐱")
+    token = _preview_as(client, bob, profile).context["token"]
+    asked = []
+    checked = write_module.storable
+    monkeypatch.setattr(write_module, "storable", lambda row: asked.append(row) or checked(row))
+    applied = client.post(reverse("data_import_apply"), {"token": token})
+    assert applied.status_code == 200 and applied.context["applied"].counts["messages"]["created"] == 5
+    assert asked == []
+    assert sorted(Message.objects.filter(profile__user=bob).values_list("content", flat=True)) == [
+        f"第 {n} 行 line 🐱" for n in range(5)]
