@@ -282,7 +282,7 @@ def test_the_preview_checks_each_record_as_the_file_streams_not_a_whole_profile(
     only the start of the file (a million records built as one profile took ~1.3 kB each). The
     file's kinds come in the export's order (tombstones last), and still block what they name."""
     messages = [{"mid": f"c_{n:06d}", "created_at": "2026-01-01T00:00:00+00:00", "speaker": "user",
-                 "content": f"第 {n} 行, line {n} 🐱", "slice": "2026-01-01-0000"} for n in range(2000)]
+                 "content": f"第 {n} 行, line {n} 🐱", "slice": "2026-01-01-0000"} for n in range(5000)]
     raw = json.dumps({"format": "previously-export", "version": 1, "profiles": [{
         "key": "owner", "slices": [{"key": "2026-01-01-0000", "started_at": "2026-01-01T00:00:00+00:00",
                                     "last_message_at": "2026-01-01T00:00:00+00:00"}],
@@ -309,5 +309,5 @@ def test_the_preview_checks_each_record_as_the_file_streams_not_a_whole_profile(
 
     monkeypatch.setattr(write_module, "storable", storable)
     report = import_full(data=ExportFile(open_file), user=UserFactory(), dry_run=True)
-    assert at_first_line[0] < len(raw) // 4
-    assert report.counts["messages"] == {"read": 2000, "created": 1999, "existing": 0, "tombstoned": 1}
+    assert at_first_line[0] < len(raw) // 2
+    assert report.counts["messages"] == {"read": 5000, "created": 4999, "existing": 0, "tombstoned": 1}
