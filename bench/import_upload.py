@@ -91,7 +91,7 @@ def write_export(path: Path, records: int, seed: int = 24) -> int:
         out.write(",".join(json.dumps({"key": t.strftime("%Y-%m-%d-%H%M"), "started_at": t.isoformat(),
                                        "last_message_at": t.isoformat(), "tz": "Asia/Shanghai"}) for t in times))
         out.write('], "messages": [')
-        rng = random.Random(seed)
+        rng, words = random.Random(seed), random.Random(seed + 1)  # the same times again; the words apart
         at, written = datetime(2024, 1, 1, tzinfo=UTC), 0
         for n in range(records):
             if n % 40 == 0:
@@ -104,7 +104,7 @@ def write_export(path: Path, records: int, seed: int = 24) -> int:
                 continue
             out.write(("," if written else "") + json.dumps({
                 "mid": mid, "created_at": at.isoformat(), "speaker": "user" if n % 2 == 0 else "assistant",
-                "content": _line(rng), "slice": key, "local_day_key": at.strftime("%Y-%m-%d"), "local_hour": at.hour},
+                "content": _line(words), "slice": key, "local_day_key": at.strftime("%Y-%m-%d"), "local_hour": at.hour},
                 ensure_ascii=False, separators=(",", ":")))
             written += 1
         out.write('], "highlights": [')
