@@ -142,7 +142,7 @@ class _Profile:
     eids: dict = field(default_factory=dict)
 
     def __post_init__(self):
-        self.mids = _Mids(self.profile.pk)
+        self.mids = _Mids(self.profile.pk, writing=self.out.write)
 
     def add(self, kind: str, column: str) -> None:
         self.report.add(kind, column)
@@ -150,30 +150,29 @@ class _Profile:
 
 class _Mids:
     """The profile's message ids as the import needs them, without a million of them held with
-    their keys (issue 24 point 6): the mids this import adds (a set, which also finds a line the
-    file gives twice), and the keys of one chunk of mids at a time, looked up in the database
-    (`load`): a mid this import adds has its key once written, None in the checking pass."""
+    their keys (issue 24 point 6): the keys of one chunk of mids at a time, looked up in the
+    database (`load`), and the mids this import adds that the database does not hold yet (which
+    also finds a line the file gives twice) — in the checking pass all of them, when writing only
+    those of the chunk being written and the lines waiting for a slice (the others are written
+    before the next chunk is looked up). A mid added has its key once written, None before."""
 
-    def __init__(self, profile_id):
+    def __init__(self, profile_id, *, writing: bool):
         self.profile_id = profile_id
+        self.writing = writing
         self.added: set[str] = set()
+        self.waiting: set[str] = set()  # lines without a slice, written at the end
         self.pks: dict[str, int] = {}
 
     def load(self, mids: Iterable) -> None:
         """The database's keys of these mids (those it holds), for the chunk being read."""
+        if self.writing:
+            self.added.clear()  # written: the database has them now
         wanted = {m for m in mids if isinstance(m, str)}
         self.pks = dict(Message.objects.filter(profile_id=self.profile_id, mid__in=wanted).values_list("mid", "pk")
                         ) if self.profile_id is not None and wanted else {}
 
     def __contains__(self, mid) -> bool:
-        return mid in self.pks or mid in self.added
-
-    def get(self, mid):
-        return self.pks.get(mid)
-
-    def __getitem__(self, mid):
-        return self.pks.get(mid)
-
+        return mid in self.pks or mid in self.added or mid in self.waiting
 
 def _chunks(records: Iterable, size: int = 1000) -> Iterator[list]:
     """The records a chunk at a time (the mids of one chunk are looked up together)."""
@@ -273,6 +272,7 @@ def _messages(p: _Profile, records: Iterable[dict]) -> None:
             slice_ = p.slices.get(m.get("slice"))
             if slice_ is None:
                 loose.append(obj)
+                p.mids.waiting.add(obj.mid)
             else:
                 obj.slice = slice_
                 new.append(obj)

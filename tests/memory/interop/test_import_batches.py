@@ -187,3 +187,29 @@ def test_a_value_the_database_would_refuse_is_refused_before_any_batch(tmp_path,
     assert said in str(refused.value)
     assert not Profile.objects.filter(user=user).exists()
     assert not LegacyMeta.objects.filter(profile__user=user).exists()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("dry_run", [True, False])
+def test_a_line_the_file_gives_twice_goes_in_once_across_chunks_and_without_a_slice(settings, dry_run):
+    """Issue 24 point 6 (SPEC X2): lines stream a chunk at a time and only the chunk's mids are
+    held while writing; a line given again a chunk later, or again without a slice (written at
+    the end), is still counted as existing and written once."""
+    settings.PREVIOUSLY_IMPORT_BATCH_ROWS = 50
+    at = "2026-01-01T00:00:00+00:00"
+    lines = [{"mid": f"c_{n:05d}", "created_at": at, "speaker": "user", "content": f"第 {n} 行 line {n} 🐱",
+              "slice": "2026-01-01-0000"} for n in range(1500)]
+    lines[2]["slice"] = None  # loose in the first chunk: written at the end, and given again in the last
+    lines += [dict(lines[3]), {**lines[5], "slice": None}, dict(lines[2]), {**lines[1400], "mid": "c_loose"},
+              {**lines[1401], "mid": "c_loose", "slice": None}]
+    lines[-2]["slice"] = None
+    data = {"format": "previously-export", "version": 1, "profiles": [{
+        "key": "owner", "slices": [{"key": "2026-01-01-0000", "started_at": at, "last_message_at": at}],
+        "messages": lines}]}
+    user = UserFactory()
+    report = import_full(data=data, user=user, dry_run=dry_run)
+    assert report.counts["messages"] == {"read": 1505, "created": 1501, "existing": 4, "tombstoned": 0}
+    if not dry_run:
+        assert Message.objects.filter(profile__user=user).count() == 1501
+        assert Message.objects.get(profile__user=user, mid="c_loose").slice_id is not None
+        assert Message.objects.get(profile__user=user, mid="c_00002").slice_id is not None
