@@ -10,6 +10,7 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 from django.db import OperationalError, connection
+from django.test.utils import CaptureQueriesContext
 
 from bench.synthetic import write_dump
 from memory.interop.export import export_json
@@ -213,3 +214,23 @@ def test_a_line_the_file_gives_twice_goes_in_once_across_chunks_and_without_a_sl
         assert Message.objects.filter(profile__user=user).count() == 1501
         assert Message.objects.get(profile__user=user, mid="c_loose").slice_id is not None
         assert Message.objects.get(profile__user=user, mid="c_00002").slice_id is not None
+
+
+@pytest.mark.django_db
+def test_lines_are_looked_up_by_their_unique_index_not_in_the_archive_order(settings):
+    """Issue 24 point 6 (SPEC S4): each chunk's and each batch's lines are looked up by mid
+    without the model's created_at ordering; ordered, SQLite chose the profile's created_at index
+    and walked every line of the profile for each batch, so a 1M-line apply grew with the square
+    of its lines (the lookups were 19 s of a 100k-line apply)."""
+    settings.PREVIOUSLY_IMPORT_BATCH_ROWS = 2
+    at = "2026-01-01T00:00:00+00:00"
+    data = {"format": "previously-export", "version": 1, "profiles": [{
+        "key": "owner", "slices": [{"key": "2026-01-01-0000", "started_at": at, "last_message_at": at}],
+        "messages": [{"mid": f"c_{n}", "created_at": at, "speaker": "user", "content": f"第 {n} 行 🐱",
+                      "slice": "2026-01-01-0000"} for n in range(5)]}]}
+    with CaptureQueriesContext(connection) as queries:
+        import_full(data=data, user=UserFactory())
+    lookups = [q["sql"] for q in queries.captured_queries
+               if q["sql"].startswith('SELECT "memory_message"."mid"') and '"mid" IN' in q["sql"]]
+    assert lookups, "the lines are looked up by mid"
+    assert not [sql for sql in lookups if "ORDER BY" in sql]
