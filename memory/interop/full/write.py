@@ -173,6 +173,12 @@ class _Mids:
     def __contains__(self, mid) -> bool:
         return mid in self.pks or mid in self.added or mid in self.waiting
 
+    def get(self, mid):
+        return self.pks.get(mid)
+
+    def __getitem__(self, mid):
+        return self.pks.get(mid)
+
 def _message_keys(profile_id: int, mids) -> dict[str, int]:
     """mid -> key of these lines of the profile, by its unique (profile, mid) index: without the
     model's ordering, which made SQLite walk every line of the profile in created_at order for
