@@ -158,6 +158,9 @@ def test_the_header_pass_builds_no_profile_and_the_profile_pass_one_at_a_time(se
     (b'{"a": 1} x', "trailing garbage"),
     (b'{"a": 1, "a": 2}', "has 'a' twice"),
     (b'{"profiles": [], "profiles.item": {"key": "x"}}', "has a member 'profiles.item'"),
+    # Issue 24 point 6: each record list is read by its path, so a profile's names are one each, without dots.
+    (b'{"profiles": [{"key": "a", "messages": [], "messages": [{}]}]}', "profiles[0] has 'messages' twice"),
+    (b'{"profiles": [{"key": "a", "messages.item": {"mid": "x"}}]}', "profiles[0] has a member 'messages.item'"),
 ])
 def test_a_malformed_file_is_refused_saying_why(raw, said):
     with pytest.raises(BadFile) as refused:
