@@ -48,7 +48,8 @@ def test_export_and_import_full_show_progress_and_end_with_a_summary_table(tmp_p
     err = io.StringIO()
     call_command("export_full", "--output", str(path), stderr=err)
     assert "profiles: 1/1" in err.getvalue()
-    assert [line.split() for line in err.getvalue().splitlines()][-2:] == [["profiles", "1"], ["messages", "1"]]
+    assert [line.split() for line in err.getvalue().splitlines()][-3:] == [
+        ["profiles", "1"], ["messages", "1"], ["image", "files", "0"]]
     assert json.loads(path.read_text())["profiles"][0]["key"] == "owner"
 
     out, err = io.StringIO(), io.StringIO()
