@@ -7,7 +7,8 @@ bench/results/turn_overhead.png.
 Usage: python -m bench [--sizes 1000,10000,100000] [--turns 150] [--rounds 3] [--skip-locomo]
        [--skip-import] [--import-keys 120000] [--import-runs 3] [--skip-forget] [--forget-chars N]
        [--skip-history]
-       [--history-conversations 2000] [--history-messages 150000] [--skip-upload] [--upload-records N]
+       [--history-conversations 2000] [--history-messages 150000] [--skip-full-import] [--full-import-records N]
+       [--skip-upload] [--upload-records N]
 """
 
 import argparse
@@ -44,6 +45,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-history", action="store_true", help="skip BENCH §5")
     parser.add_argument("--history-conversations", type=int, default=2000, help="conversations in the ChatGPT export")
     parser.add_argument("--history-messages", type=int, default=150_000, help="messages in the ChatGPT export")
+    parser.add_argument("--skip-full-import", action="store_true", help="skip the full import at size (issue 24 point 6)")
+    parser.add_argument("--full-import-records", type=int, default=1_000_000, help="records in the imported export")
     parser.add_argument("--skip-upload", action="store_true", help="skip the data page's import at size (issue 24)")
     parser.add_argument("--upload-records", type=int, default=1_000_000, help="records in the uploaded export")
     parser.add_argument("--repeat-sizes", default="10000,100000",
@@ -63,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     call_command("migrate", verbosity=0)
     from bench import (
         forget_long_line,
+        full_import,
         history_import,
         import_throughput,
         import_upload,
@@ -115,6 +119,10 @@ def main(argv: list[str] | None = None) -> int:
             conversations=args.history_conversations, messages=args.history_messages
         )
         sections.append(history_import.summary(results["history_import"]))
+        print(sections[-1], flush=True)
+    if not args.skip_full_import:
+        results["full_import"] = full_import.run(records=args.full_import_records)
+        sections.append(full_import.summary(results["full_import"]))
         print(sections[-1], flush=True)
     if not args.skip_upload:
         results["import_upload"] = import_upload.run(records=args.upload_records)

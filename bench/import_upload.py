@@ -62,7 +62,7 @@ def session_cookie(stack, name: str) -> str:
 
 def _line(rng: random.Random) -> str:
     words = rng.choice((ZH, EN))
-    parts = [rng.choice(words) for _ in range(rng.randint(2, 9))]
+    parts = [rng.choice(words) for _ in range(rng.randint(1, 5))]
     text = ("" if words is ZH else " ").join(parts)
     if rng.random() < 0.3:
         text += rng.choice(EMOJI)
@@ -72,29 +72,51 @@ def _line(rng: random.Random) -> str:
 
 
 def write_export(path: Path, records: int, seed: int = 24) -> int:
-    """An export of `records` small lines (one profile, a slice per 40 lines), written as it goes;
-    its size in bytes."""
+    """An export of `records` small records, ~200 bytes each (one profile, a slice per 40 lines),
+    in our export's order (slices, messages, highlights, tombstones last, favourites), written
+    as it goes; its size in bytes. One line in 500 is highlighted, one in 1,000 a favourite, and
+    one in 2,000 deleted (its tombstone, not the line, is in the file, as after a forget)."""
     rng = random.Random(seed)
-    start_at = datetime(2024, 1, 1, tzinfo=UTC)
-    slices = []
+    at = datetime(2024, 1, 1, tzinfo=UTC)
+    times, tombs = [], []
+    for n in range(records):  # the slices' times first: the export lists slices before lines
+        if n % 40 == 0:
+            at += timedelta(hours=rng.randint(3, 30))
+            times.append(at)
+        at += timedelta(seconds=rng.randint(5, 300))
     with open(path, "w", encoding="utf-8") as out:
         out.write('{"format": "previously-export", "version": 1, "exported_at": "2026-12-01T00:00:00+00:00",'
                   ' "profiles": [{"key": "owner", "name": "小满", "persona": "温柔 gentle", "language": "zh",'
-                  ' "messages": [')
-        at = start_at
+                  ' "proactive_enabled": true, "slices": [')
+        out.write(",".join(json.dumps({"key": t.strftime("%Y-%m-%d-%H%M"), "started_at": t.isoformat(),
+                                       "last_message_at": t.isoformat(), "tz": "Asia/Shanghai"}) for t in times))
+        out.write('], "messages": [')
+        rng, words = random.Random(seed), random.Random(seed + 1)  # the same times again; the words apart
+        at, written = datetime(2024, 1, 1, tzinfo=UTC), 0
         for n in range(records):
             if n % 40 == 0:
                 at += timedelta(hours=rng.randint(3, 30))
                 key = at.strftime("%Y-%m-%d-%H%M")
-                slices.append((key, at))
             at += timedelta(seconds=rng.randint(5, 300))
-            out.write(("," if n else "") + json.dumps({
-                "mid": f"c_{n:016x}", "created_at": at.isoformat(), "speaker": "user" if n % 2 == 0 else "assistant",
-                "content": _line(rng), "slice": key, "local_day_key": at.strftime("%Y-%m-%d"),
-                "local_hour": at.hour, "period": "", "tz": "Asia/Shanghai"}, ensure_ascii=False))
-        out.write('], "slices": [')
-        out.write(",".join(json.dumps({"key": k, "started_at": t.isoformat(), "last_message_at": t.isoformat(),
-                                       "tz": "Asia/Shanghai"}) for k, t in slices))
+            mid = f"c_{n:016x}"
+            if n % 2000 == 1999:
+                tombs.append((mid, at))
+                continue
+            out.write(("," if written else "") + json.dumps({
+                "mid": mid, "created_at": at.isoformat(), "speaker": "user" if n % 2 == 0 else "assistant",
+                "content": _line(words), "slice": key, "local_day_key": at.strftime("%Y-%m-%d"), "local_hour": at.hour},
+                ensure_ascii=False, separators=(",", ":")))
+            written += 1
+        out.write('], "highlights": [')
+        out.write(",".join(json.dumps({"hid": f"h_{n:08x}", "mid": f"c_{n:016x}", "content": "记得 remember 🙂",
+                                       "created_at": "2026-01-01T00:00:00+00:00"}, ensure_ascii=False)
+                           for n in range(0, records, 500) if n % 2000 != 1999))
+        out.write('], "tombstones": [')
+        out.write(",".join(json.dumps({"kind": "msg", "object_id": mid, "deleted_at": t.isoformat(),
+                                       "expires_at": (t + timedelta(days=365)).isoformat()}) for mid, t in tombs))
+        out.write('], "favourites": [')
+        out.write(",".join(json.dumps({"mid": f"c_{n:016x}", "excerpt": "", "created_at": "2026-01-02T00:00:00+00:00"})
+                           for n in range(0, records, 1000) if n % 2000 != 1999))
         out.write("]}]}")
     return path.stat().st_size
 

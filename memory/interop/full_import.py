@@ -3,17 +3,19 @@ checked before anything is written, then written in short batches (re-running fi
 interrupted one). The public entry point; the phases live in memory.interop.full: read ->
 check -> write, with the report beside them."""
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 from django.conf import settings
 from django.db import DatabaseError, DataError, IntegrityError
 
+from memory.interop.full.check import SCHEMA
 from memory.interop.full.read import (
+    Export,
     ExportArchive,
-    Files,
+    kind_records,
     open_export,
     open_export_path,
-    read_profiles,
+    read_plans,
 )
 from memory.interop.full.report import (
     COLUMNS,
@@ -23,8 +25,8 @@ from memory.interop.full.report import (
     ImportInterrupted,
     counts_by_kind,
 )
-from memory.interop.full.write import Writes, import_profile
-from memory.interop.json_stream import BadFile, Header
+from memory.interop.full.write import STEPS, Writes, start_profile, step_needed
+from memory.interop.json_stream import BadFile
 
 
 def import_full(*, data, user, dry_run: bool = False, progress: Callable[[str, int, int], None] | None = None) -> FullReport:
@@ -38,15 +40,18 @@ def import_full(*, data, user, dry_run: bool = False, progress: Callable[[str, i
     so another writer gets SQLite's lock between two; `progress` is called after each batch,
     outside any transaction. A database error part-way leaves the batches before it in place:
     as re-running skips what exists, running the same import again finishes it."""
-    header, profiles, files = open_export(data)
-    checked = _each_profile(profiles, header, user=user, report=FullReport(dry_run=True), out=Writes(),
-                            progress=progress if dry_run else None, files=files)
-    if dry_run:
-        return checked
+    export = open_export(data)
+    plans = read_plans(export)
+    if dry_run or not export.checked:
+        # Issue 24 point 6: the data page's apply follows its preview of the same stored file,
+        # which checked every record (`ExportFile.checked`): it reads the file once more, to write.
+        checked = _pass(export, plans, user=user, report=FullReport(dry_run=True), out=Writes(), check=True,
+                        progress=progress if dry_run else None)
+        if dry_run:
+            return checked
     out = Writes(rows=settings.PREVIOUSLY_IMPORT_BATCH_ROWS, progress=progress)
     try:
-        return _each_profile(profiles, header, user=user, report=FullReport(), out=out, progress=progress,
-                             files=files)
+        return _pass(export, plans, user=user, report=FullReport(), out=out, check=False, progress=progress)
     except (DatabaseError, BadExport, BadFile, KeyError, TypeError, ValueError, OverflowError) as exc:
         raise ImportInterrupted(
             f"The import stopped while writing {out.kind or 'the profiles'} ({exc.__class__.__name__}: {exc})."
@@ -57,14 +62,31 @@ def import_full(*, data, user, dry_run: bool = False, progress: Callable[[str, i
 
 
 
-def _each_profile(profiles: Callable[[], Iterable], header: Header, *, user, report: FullReport, out: Writes,
-                  progress, files: Files) -> FullReport:
-    """One pass over the export: each profile read and checked (X4), then counted or written."""
+def _pass(export: Export, plans: list, *, user, report: FullReport, out: Writes, check: bool,
+          progress) -> FullReport:
+    """One pass over the export: each profile made (or found), then each kind of record in the
+    order the writes need (STEPS), every profile's of that kind read in one pass over the file,
+    each record checked first when `check` (X4), then counted or written."""
     try:
-        for position, pdata in read_profiles(profiles, header):
-            import_profile(pdata, user=user, report=report, out=out, files=files)
-            if progress:
-                progress("profiles", position + 1, header.profiles)
+        profiles = [start_profile(key, plan.members, user=user, report=report, out=out, files=export.files)
+                    for key, plan in plans]
+        read = set()
+        for kind, step in STEPS:
+            if not step_needed(step, profiles):
+                continue
+            if kind not in SCHEMA:  # a profile's own member
+                for p, (_, plan) in zip(profiles, plans, strict=True):
+                    out.profile = p.key
+                    step(p, plan.members)
+                continue
+            # A kind read a second time (the lines, for their links) was checked in its first pass.
+            for p, records in zip(profiles, kind_records(export, plans, kind, check=check and kind not in read),
+                                  strict=True):
+                out.profile = p.key
+                step(p, records)
+            read.add(kind)
+        if progress:
+            progress("profiles", len(plans), len(plans))
     except BadFile as exc:
         raise BadExport(str(exc)) from None
     except (KeyError, TypeError, ValueError, OverflowError, IntegrityError, DataError) as exc:

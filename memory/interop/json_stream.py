@@ -21,7 +21,7 @@ it; `_Events` names where in the file it was (`profiles[0].messages[12].content`
 """
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from typing import BinaryIO
 
@@ -60,35 +60,60 @@ def _too_long(where: str) -> BadFile:
 
 
 @dataclass
+class ProfilePlan:
+    """One item of the export's `profiles` as the header pass saw it (issue 24 point 6): its
+    members other than the record lists, built (None when the item is not an object), and how
+    many records each record list holds; the records themselves are built by `records()`, one
+    at a time, never the whole profile."""
+
+    members: dict | None = None
+    counts: dict = field(default_factory=dict)
+
+
+@dataclass
 class Header:
-    """The top level of an export: its small members, and how many profiles it holds (None
-    when `profiles` is there but not a list)."""
+    """The top level of an export: its small members, how many profiles it holds (None
+    when `profiles` is there but not a list), and each profile's plan."""
 
     members: dict = field(default_factory=dict)
     profiles: int | None = 0
+    plans: list[ProfilePlan] = field(default_factory=list)
+
+
+class _Again(Exception):
+    """The fast walk met something to refuse: the careful walk runs again to say where."""
 
 
 class ExportFile:
-    """An export file read in passes; `open_file` gives a fresh binary file each time."""
+    """An export file read in passes; `open_file` gives a fresh binary file each time.
+    `checked` says the records were checked already (the data page's preview of this same
+    stored file, memory.interop.previews): the apply then skips its checking pass."""
 
-    def __init__(self, open_file: Callable[[], BinaryIO]):
+    def __init__(self, open_file: Callable[[], BinaryIO], *, checked: bool = False):
         self.open_file = open_file
         self.length: int | None = None  # bytes, once the header pass has read them all
+        self.checked = checked
 
-    def header(self) -> Header:
-        """Walk the whole file within the bounds; keep only the top level's small members."""
+    def header(self, lists: Collection[str] = ()) -> Header:
+        """Walk the whole file within the bounds; keep only the top level's small members and,
+        per profile, its members other than `lists` (the record lists, counted, not built).
+        The walk past what is not built is fast (issue 24 point 6: a careful walk of every event
+        of a million records took ~1 µs each); what it meets to refuse is refused by a careful
+        walk again, which names where (`profiles[0].messages[1203].legacy_extra`)."""
+        try:
+            return self._header(lists, fast=True)
+        except _Again:
+            return self._header(lists, fast=False)
+
+    def _header(self, lists: Collection[str], *, fast: bool) -> Header:
         header, names = Header(), set()
         with self.open_file() as fh:
-            events = _Events(fh)
+            events = _Events(fh, fast=fast)
             for name, first in events.members():
-                if name in names:
-                    raise BadFile(gettext("That file's top level has %(name)s twice.") % {"name": f"{name!r:.40}"})
-                if "." in name:  # ijson's paths join names with dots: "profiles.item" would pass for one
-                    raise BadFile(gettext("That file's top level has a member %(name)s; an export's names have no dot.")
-                                  % {"name": f"{name!r:.40}"})
-                names.add(name)
+                _member_name(name, names)
                 if name == "profiles" and first == "start_array":
-                    header.profiles = events.count_items()
+                    header.plans = events.plans(lists)
+                    header.profiles = len(header.plans)
                 elif name == "profiles":
                     header.profiles = 0 if first == "null" else None
                     events.skip(first)
@@ -103,24 +128,49 @@ class ExportFile:
         """Each item of the top-level `profiles` list, built one at a time by ijson's C
         builder: `header()` has walked this same file within the bounds first (a file that is
         not the same length then is refused, at its end)."""
+        yield from self._items("profiles.item", "a profile")
+
+    def records(self, kind: str) -> Iterator:
+        """Each record of the list `kind` of every profile, in order, built one at a time by
+        ijson's C builder (`header()` has walked this file within the bounds, and counted them)."""
+        yield from self._items(f"profiles.item.{kind}.item", f"the {kind}")
+
+    def _items(self, prefix: str, what: str) -> Iterator:
         with self.open_file() as fh:
             source = _SurrogateCheck(fh)
             try:
-                yield from ijson.items(source, "profiles.item", use_float=True, buf_size=CHUNK)
+                yield from ijson.items(source, prefix, use_float=True, buf_size=CHUNK)
             except ijson.JSONError as exc:
-                raise _syntax(exc, "a profile") from None
+                raise _syntax(exc, what) from None
             except _TooLong:
-                raise _too_long("a profile") from None
+                raise _too_long(what) from None
             except UnicodeDecodeError:
                 raise BadFile(gettext("That file is not UTF-8 text, so not a JSON export.")) from None
         if self.length is not None and source.length != self.length:
             raise BadFile(gettext("That file changed while it was being read."))
 
 
+def _member_name(name: str, names, profile: int | None = None) -> None:
+    """Refuse a member of the top level (or of profile `profile`) named twice, or with a dot
+    (ijson's paths join names with dots: "profiles.item" would pass for one)."""
+    quoted = f"{name!r:.40}"
+    if name in names:
+        raise BadFile(gettext("That file's top level has %(name)s twice.") % {"name": quoted} if profile is None
+                      else gettext("That file's profiles[%(n)s] has %(name)s twice.") % {"n": profile, "name": quoted})
+    if "." in name:
+        raise BadFile(gettext("That file's top level has a member %(name)s; an export's names have no dot.")
+                      % {"name": quoted} if profile is None else
+                      gettext("That file's profiles[%(n)s] has a member %(name)s; an export's names have no dot.")
+                      % {"n": profile, "name": quoted})
+    if isinstance(names, set):
+        names.add(name)
+
+
 class _Events:
     """ijson's events for one pass, with the bounds checked and the position kept."""
 
-    def __init__(self, fh: BinaryIO):
+    def __init__(self, fh: BinaryIO, *, fast: bool = False):
+        self.fast = fast  # skip without the bookkeeping; anything amiss raises _Again
         self.max_depth = settings.PREVIOUSLY_IMPORT_MAX_DEPTH
         self.max_containers = settings.PREVIOUSLY_IMPORT_MAX_OBJECTS
         self.containers = 0
@@ -183,20 +233,69 @@ class _Events:
             raise _syntax(exc, "the end of the file") from None
         raise BadFile(gettext("That file has more after its JSON export."))
 
-    def count_items(self) -> int:
-        """Walk past each item of the array just opened, building nothing; how many."""
-        n = 0
+    def plans(self, lists: Collection[str]) -> list[ProfilePlan]:
+        """Each item of the `profiles` array just opened: an object's members built, except the
+        record lists (`lists`), whose items are counted."""
+        plans = []
         while (event := self.next()) != "end_array":
-            self.skip(event)
-            n += 1
-        return n
+            plan = ProfilePlan()
+            plans.append(plan)
+            if event != "start_map":
+                self.skip(event)
+                continue
+            plan.members = {}
+            while self.next() == "map_key":
+                name = self.value
+                _member_name(name, plan.members.keys() | plan.counts.keys(), len(plans) - 1)
+                first = self.next()
+                if name in lists and first == "start_array":
+                    plan.counts[name] = self.skip(first)
+                else:
+                    plan.members[name] = self.build(first)
+        return plans
 
-    def skip(self, event: str) -> None:
-        """Walk past the value that starts with `event` (bounds checked), building nothing."""
-        if event in STARTS:
-            depth = len(self.stack)
-            while len(self.stack) >= depth:
-                self.next()
+    def skip(self, event: str) -> int:
+        """Walk past the value that starts with `event` (bounds checked), building nothing;
+        how many items it has (an array's) or members (an object's)."""
+        if event not in STARTS:
+            return 0
+        if self.fast:
+            return self._skip_fast()
+        depth, items = len(self.stack), 0
+        while len(self.stack) >= depth:
+            event = self.next()
+            if len(self.stack) == depth and event not in ("map_key", "end_map", "end_array"):
+                items += 1
+            elif len(self.stack) == depth + 1 and event in STARTS:
+                items += 1
+        return items
+
+    def _skip_fast(self) -> int:
+        """`skip` with the least work per event; anything to refuse raises _Again."""
+        base, nested, items = len(self.stack), 0, 0
+        containers, most, deepest = self.containers, self.max_containers, self.max_depth - base
+        try:
+            for event, _ in self.events:
+                if event == "map_key":
+                    continue
+                if nested == 0 and event != "end_map" and event != "end_array":
+                    items += 1
+                if event == "start_map" or event == "start_array":
+                    containers += 1
+                    nested += 1
+                    if containers > most or nested > deepest:
+                        raise _Again
+                elif event == "end_map" or event == "end_array":
+                    if nested == 0:
+                        break
+                    nested -= 1
+            else:
+                raise _Again  # the file ended inside the value
+        except (ijson.JSONError, _TooLong, UnicodeDecodeError):
+            raise _Again from None
+        self.containers = containers
+        self.stack.pop()
+        return items
 
     def build(self, event: str):
         """The value that starts with `event`, built without recursion."""

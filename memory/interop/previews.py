@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 
 from django.conf import settings
+from django.core.files.base import ContentFile
 from django.core.files.storage import default_storage
 from django.utils import timezone
 
@@ -23,6 +24,7 @@ from memory.interop.full.report import BadExport
 from memory.interop.json_stream import ExportFile
 
 FOLDER = "imports"
+CHECKED = f"{FOLDER}-checked"  # an empty file per pending import whose preview checked it whole
 # u<uploader>-t<target>-[<kind>-]<hex>: the kind tells a history import ("history") or a
 # character card ("card") from the data page's full import (no kind), one pending each.
 TOKEN_RE = re.compile(r"u([0-9]+)-t([0-9]+)-(?:([a-z]+)-)?[0-9a-f]{32}")
@@ -74,9 +76,21 @@ def pending_preview(uploader) -> Pending | None:
 
 
 def preview_file(token: str) -> ExportFile:
-    """The stored upload, read as it streams from the storage in each pass (never whole)."""
+    """The stored upload, read as it streams from the storage in each pass (never whole);
+    `checked` once its preview has checked every record (`mark_checked`)."""
     path = _path(token)
-    return ExportFile(lambda: default_storage.open(path, "rb"))
+    return ExportFile(lambda: default_storage.open(path, "rb"), checked=default_storage.exists(_checked_path(token)))
+
+
+def mark_checked(token: str) -> None:
+    """Issue 24 point 6: the preview checked every record of this stored file (which nothing
+    changes), so its apply need not check them again: it reads the file once, to write."""
+    default_storage.save(_checked_path(token), ContentFile(b""))
+
+
+def _checked_path(token: str) -> str:
+    _path(token)  # a token, or ValueError
+    return f"{CHECKED}/{token}"
 
 
 def preview_export(token: str) -> ExportArchive:
@@ -93,7 +107,7 @@ def preview_export(token: str) -> ExportArchive:
     except NotImplementedError:
         raise BadExport("a zip export needs file-system storage here (STORAGES['default']); import it with"
                         " `manage.py import_full`. Nothing was written.") from None
-    return open_export_path(local, name="the uploaded zip")
+    return open_export_path(local, name="the uploaded zip", checked=default_storage.exists(_checked_path(token)))
 
 
 def preview_exists(token: str) -> bool:
@@ -102,6 +116,7 @@ def preview_exists(token: str) -> bool:
 
 def drop_preview(token: str | None) -> None:
     if token and TOKEN_RE.fullmatch(str(token)):
+        default_storage.delete(_checked_path(token))
         default_storage.delete(_path(token))
 
 
@@ -115,18 +130,19 @@ def drop_previews(uploader) -> int:
 
 def sweep_previews(now=None) -> int:
     """Remove every pending import older than PREVIOUSLY_IMPORT_PREVIEW_HOURS; how many."""
-    if not default_storage.exists(FOLDER):
-        return 0
     cutoff = (now or timezone.now()) - timedelta(hours=settings.PREVIOUSLY_IMPORT_PREVIEW_HOURS)
     removed = 0
-    for name in default_storage.listdir(FOLDER)[1]:
-        path = f"{FOLDER}/{name}"
-        try:
-            if default_storage.get_modified_time(path) < cutoff:
-                default_storage.delete(path)
-                removed += 1
-        except FileNotFoundError:
-            continue  # applied or cancelled meanwhile
+    for folder in (FOLDER, CHECKED):
+        if not default_storage.exists(folder):
+            continue
+        for name in default_storage.listdir(folder)[1]:
+            path = f"{folder}/{name}"
+            try:
+                if default_storage.get_modified_time(path) < cutoff:
+                    default_storage.delete(path)
+                    removed += folder == FOLDER
+            except FileNotFoundError:
+                continue  # applied or cancelled meanwhile
     return removed
 
 

@@ -1,5 +1,8 @@
-"""The full import's reading (SPEC S4): the export's top level, then its profiles one at a time,
-each checked (X4) before the caller counts or writes it.
+"""The full import's reading (SPEC S4, issue 24 point 6): the export's top level and, per
+profile, its own members and how many records each list holds (one pass, building no record);
+then the records of one kind at a time, for every profile in order, built one at a time as the
+file streams — never a whole profile. Each profile's members are checked (X4) before the caller
+counts or writes anything.
 
 An export is a JSON file, or (version 2, when it has images) a zip of `export.json` and the
 image files (issue 28 point 4). A zip is opened by the history import's `Source`, the one home
@@ -9,14 +12,15 @@ plain file no larger than that either."""
 
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from itertools import chain, islice
 
 from django.conf import settings
 
 from memory.interop.export import FORMAT, JSON_MEMBER, VERSION, VERSIONS_READ
-from memory.interop.full.check import check_profile
+from memory.interop.full.check import SCHEMA, check_members, check_record
 from memory.interop.full.report import BadExport
 from memory.interop.history.source import Refused, Source
-from memory.interop.json_stream import BadFile, ExportFile, Header
+from memory.interop.json_stream import BadFile, ExportFile, Header, ProfilePlan
 
 
 class Files:
@@ -60,54 +64,98 @@ class ExportArchive:
         self.close()
 
 
-def open_export_path(path, *, name: str = "") -> ExportArchive:
+def open_export_path(path, *, name: str = "", checked: bool = False) -> ExportArchive:
     """The export at `path`, a JSON file or a zip export, checked as the history import checks
-    its files (size, members, paths); `name` is what a refusal calls it."""
+    its files (size, members, paths); `name` is what a refusal calls it; `checked`: its records
+    were checked already (the data page's preview of this same stored file, issue 24 point 6)."""
     try:
         source = Source.open(path, name=name)
     except Refused as exc:
         raise BadExport(str(exc)) from None
     if not source.is_zip:
-        return ExportArchive(json=ExportFile(lambda: source.path.open("rb")), source=source)
+        return ExportArchive(json=ExportFile(lambda: source.path.open("rb"), checked=checked), source=source)
     if JSON_MEMBER not in source.members:
         source.close()
         raise BadExport(f"{source.name}: a zip export holds {JSON_MEMBER}; this zip does not. Nothing was written.")
-    return ExportArchive(json=ExportFile(lambda: source.open_member(JSON_MEMBER)), files=Files(source),
+    return ExportArchive(json=ExportFile(lambda: source.open_member(JSON_MEMBER), checked=checked), files=Files(source),
                          source=source)
 
 
-def open_export(data) -> tuple[Header, Callable[[], Iterable], Files]:
-    """The export's top level, a way to walk its profiles (again for each pass), its files."""
+@dataclass
+class Export:
+    """An export to import: its header (with a plan per profile), the records of a kind in
+    file order (`records(kind)`, a new pass each time), whether they were checked already, and
+    the image files beside its JSON."""
+
+    header: Header
+    records: Callable[[str], Iterable]
+    checked: bool = False
+    files: Files = field(default_factory=Files)
+
+
+def open_export(data) -> Export:
+    """The export's top level, each profile's plan, a way to walk a kind's records, its files."""
     files = Files()
     if isinstance(data, ExportArchive):
         data, files = data.json, data.files
     if isinstance(data, ExportFile):
         try:
-            return data.header(), data.profiles, files
+            return Export(data.header(SCHEMA.keys()), data.records, checked=data.checked, files=files)
         except BadFile as exc:
             raise BadExport(str(exc)) from None
     if not isinstance(data, dict):
         raise BadExport(f"not a Previously export (expected format {FORMAT!r})")
     profiles = data.get("profiles") or []
-    count = len(profiles) if isinstance(profiles, list) else None
-    return Header(members=data, profiles=count), lambda: profiles, files
+    if not isinstance(profiles, list):
+        return Export(Header(members=data, profiles=None), lambda kind: ())
+    plans = [_plan(p) for p in profiles]
+
+    def records(kind: str) -> Iterator:
+        return chain.from_iterable(p.get(kind) for p, plan in zip(profiles, plans, strict=True) if plan.counts.get(kind))
+    return Export(Header(members=data, profiles=len(profiles), plans=plans), records)
 
 
+def _plan(pdata) -> ProfilePlan:
+    if not isinstance(pdata, dict):
+        return ProfilePlan()
+    lists = {k: v for k, v in pdata.items() if k in SCHEMA and isinstance(v, list)}
+    return ProfilePlan(members={k: v for k, v in pdata.items() if k not in lists},
+                       counts={k: len(v) for k, v in lists.items()})
 
-def read_profiles(profiles: Callable[[], Iterable], header: Header) -> Iterator[tuple[int, dict]]:
-    """(position, profile) of each profile of the export, checked (X4); a file that is not an
-    export of this version, or stops being JSON, is refused (BadExport)."""
-    members = header.members
+
+def read_plans(export: Export) -> list[tuple[str, ProfilePlan]]:
+    """(key, plan) of each profile of the export, its members checked (X4); a file that is not
+    an export of this version is refused (BadExport)."""
+    members = export.header.members
     if members.get("format") != FORMAT:
         raise BadExport(f"not a Previously export (expected format {FORMAT!r})")
     if members.get("version") not in VERSIONS_READ or isinstance(members.get("version"), bool):
         raise BadExport(f"export version {members.get('version')!r} is not supported (this app reads"
                         f" {', '.join(map(str, VERSIONS_READ))}; it writes {VERSION})")
-    if header.profiles is None:
+    if export.header.profiles is None:
         raise BadExport("profiles must be a list")
+    return [(check_members(plan.members, position), plan) for position, plan in enumerate(export.header.plans)]
+
+
+def kind_records(export: Export, plans: list[tuple[str, ProfilePlan]], kind: str, *,
+                 check: bool) -> Iterator[Iterator[dict]]:
+    """For each profile in order, an iterator of its records of `kind` (each checked first when
+    `check`), all from one pass over the file; the caller uses each before asking for the next.
+    A file whose records are not those the header pass counted is refused."""
     try:
-        for position, pdata in enumerate(profiles()):
-            check_profile(pdata, position)
-            yield position, pdata
+        stream = iter(export.records(kind)) if any(plan.counts.get(kind) for _, plan in plans) else iter(())
+        for key, plan in plans:
+            records = islice(stream, plan.counts.get(kind, 0))
+            yield _checked(kind, key, records) if check else records
+            for _ in records:  # what the caller left (none: each step reads all its records)
+                pass
+        if next(stream, None) is not None:
+            raise BadFile(f"That file has more {kind} than its first reading counted; it changed while being read.")
     except BadFile as exc:
         raise BadExport(str(exc)) from None
+
+
+def _checked(kind: str, key: str, records: Iterable) -> Iterator[dict]:
+    for n, rec in enumerate(records):
+        check_record(kind, n, rec, key)
+        yield rec

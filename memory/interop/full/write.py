@@ -4,9 +4,11 @@ its own short transaction. The same code, with nothing written, is the checking 
 is asked whether the database would take it (`check.storable`)."""
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import date, datetime
+from functools import cache
+from itertools import islice
 
 from django.db import connection, transaction
 from django.utils import timezone
@@ -153,32 +155,81 @@ class _Profile:
     out: Writes
     tombs: set = field(default_factory=set)
     slices: dict = field(default_factory=dict)
-    mids: dict = field(default_factory=dict)
+    mids: "_Mids" = None
     hids: dict = field(default_factory=dict)
     eids: dict = field(default_factory=dict)
     runs: dict = field(default_factory=dict)  # the file's run ref -> pk (None in the dry run)
     lore: dict = field(default_factory=dict)  # lore position -> pk
     files: Files = field(default_factory=Files)
-    links: list = field(default_factory=list)  # (new message, its record): reply_of, prompt_trace
+    linked: bool = False  # a line this import adds has links to set (`_message_links`)
+
+    def __post_init__(self):
+        self.mids = _Mids(self.profile.pk, writing=self.out.write)
 
     def add(self, kind: str, column: str) -> None:
         self.report.add(kind, column)
 
 
+class _Mids:
+    """The profile's message ids as the import needs them, without a million of them held with
+    their keys (issue 24 point 6): the keys of one chunk of mids at a time, looked up in the
+    database (`load`), and the mids this import adds that the database does not hold yet (which
+    also finds a line the file gives twice) — in the checking pass all of them, when writing only
+    those of the chunk being written and the lines waiting for a slice (the others are written
+    before the next chunk is looked up). A mid added has its key once written, None before."""
+
+    def __init__(self, profile_id, *, writing: bool):
+        self.profile_id = profile_id
+        self.writing = writing
+        self.added: set[str] = set()
+        self.waiting: set[str] = set()  # lines without a slice, written at the end
+        self.pks: dict[str, int] = {}
+
+    def load(self, mids: Iterable) -> None:
+        """The database's keys of these mids (those it holds), for the chunk being read."""
+        if self.writing:
+            self.added.clear()  # written: the database has them now
+        wanted = {m for m in mids if isinstance(m, str)}
+        self.pks = _message_keys(self.profile_id, wanted) if self.profile_id is not None and wanted else {}
+
+    def __contains__(self, mid) -> bool:
+        return mid in self.pks or mid in self.added or mid in self.waiting
+
+    def get(self, mid):
+        return self.pks.get(mid)
+
+    def __getitem__(self, mid):
+        return self.pks.get(mid)
+
+def _message_keys(profile_id: int, mids) -> dict[str, int]:
+    """mid -> key of these lines of the profile, by its unique (profile, mid) index: without the
+    model's ordering, which made SQLite walk every line of the profile in created_at order for
+    each chunk (issue 24 point 6: the apply's cost grew with the square of the lines)."""
+    return dict(Message.objects.filter(profile_id=profile_id, mid__in=mids).order_by().values_list("mid", "pk"))
+
+
+def _chunks(records: Iterable, size: int = 1000) -> Iterator[list]:
+    """The records a chunk at a time (the mids of one chunk are looked up together)."""
+    it = iter(records)
+    while chunk := list(islice(it, size)):
+        yield chunk
+
+
 SETTINGS_COLUMNS = ("model", "temperature", "quiet_from", "quiet_until", "tz")
 
 
-def import_profile(pdata: dict, *, user, report: FullReport, out: Writes, files: Files | None = None) -> None:
-    """One profile of the export. In the dry run nothing is saved: the profile may stay
-    unsaved, so existing rows are looked up by `profile_id` (None: none). A profile this import
-    makes takes the file's settings and avatar; one that exists keeps its own."""
-    key = pdata["key"]
+def start_profile(key: str, members: dict, *, user, report: FullReport, out: Writes,
+                  files: Files | None = None) -> _Profile:
+    """One profile of the export, made (or found) before its records, from its own members
+    (not its record lists). In the dry run nothing is saved: the profile may stay unsaved, so
+    existing rows are looked up by `profile_id` (None: none). A profile this import makes takes
+    the file's settings and avatar; one that exists keeps its own."""
     if not isinstance(key, str) or not PROFILE_KEY_RE.fullmatch(key):
         raise ValueError(f"profile key {key!r} is invalid")
     files = files or Files()
-    settings_ = pdata.get("settings") or {}
-    defaults = {"name": pdata.get("name", ""), "persona": pdata.get("persona", ""),
-                "language": pdata.get("language", "zh"), "proactive_enabled": pdata.get("proactive_enabled", True),
+    settings_ = members.get("settings") or {}
+    defaults = {"name": members.get("name", ""), "persona": members.get("persona", ""),
+                "language": members.get("language", "zh"), "proactive_enabled": members.get("proactive_enabled", True),
                 **{f: settings_[f] for f in SETTINGS_COLUMNS if settings_.get(f) is not None}}
     out.profile = key
     avatar = _avatar(settings_.get("avatar"), files, f"profile {key!r}, settings.avatar")
@@ -192,11 +243,7 @@ def import_profile(pdata: dict, *, user, report: FullReport, out: Writes, files:
         profile = Profile.objects.filter(user=user, key=key).first() or Profile(user=user, key=key, **defaults)
         if profile.pk is None:
             out.one("the profile", None, profile)
-    p = _Profile(profile=profile, key=key, report=report, out=out, files=files)
-    for step in (_tombstones, _slices, _evolution_runs, _slice_log, _messages, _legacy_fragments, _highlights,
-                 _experiences, _relations, _legacy_meta, _card, _card_snapshots, _favourites, _lore_entries,
-                 _companion_card, _proactive_sends, _message_links):
-        step(p, pdata)
+    return _Profile(profile=profile, key=key, report=report, out=out, files=files)
 
 
 def _avatar(meta, files: Files, where: str):
@@ -229,11 +276,11 @@ def _profile_extras(profile: Profile, settings_: dict, avatar) -> None:
             raise
 
 
-def _tombstones(p: _Profile, pdata: dict) -> None:
+def _tombstones(p: _Profile, records: Iterable[dict]) -> None:
     """Tombstones first: the file's are imported, then block what they name."""
     p.tombs = set(Tombstone.objects.filter(profile_id=p.profile.pk).values_list("kind", "object_id"))
     new = []
-    for t in pdata.get("tombstones", []):
+    for t in records:
         p.add("tombstones", "read")
         ident = (t["kind"], t["object_id"])
         if ident in p.tombs:
@@ -250,10 +297,10 @@ def _tombstones(p: _Profile, pdata: dict) -> None:
     p.out.save("tombstones", Tombstone, new)
 
 
-def _slices(p: _Profile, pdata: dict) -> None:
+def _slices(p: _Profile, records: Iterable[dict]) -> None:
     p.slices = {s.key: s for s in Slice.objects.filter(profile_id=p.profile.pk)}
     new = []
-    for s in pdata.get("slices", []):
+    for s in records:
         p.add("slices", "read")
         if s["key"] in p.slices:
             p.add("slices", "existing")
@@ -272,54 +319,93 @@ MESSAGE_COLUMNS = ("mid", "speaker", "message_type", "content", "raw_content", "
                    "period", "tz", "source_id", "sync_status", "attachment", "legacy_key", "content_hash", "legacy_extra")
 
 
-def _messages(p: _Profile, pdata: dict) -> None:
+def _messages(p: _Profile, records: Iterable[dict]) -> None:
     """New lines in their slices (a line the file gives none joins one by the idle gap, S1),
-    indexed for recall in the batch that writes them (D3). An image line's file is checked and
-    re-encoded through memory.images, and in the apply stored before its batch is written."""
-    p.mids = dict(Message.objects.filter(profile_id=p.profile.pk).values_list("mid", "pk"))
-    new, loose, written = [], [], []
+    indexed for recall in the batch that writes them (D3). They stream: a chunk at a time is
+    looked up, checked or written (issue 24 point 6: a million lines held as rows took ~1 kB
+    each); only lines without a slice wait for the end, to be given one. An image line's file is
+    checked and re-encoded through memory.images, and in the apply stored before its batch is
+    written. A line's links (`reply_of`, `prompt_trace`) are set once every line is in
+    (`_message_links`, a pass of its own)."""
+    loose, written, files = [], False, []  # files: (mid, paths) stored for lines not written yet
+    n = -1
     try:
-        for n, m in enumerate(pdata.get("messages", [])):
-            p.add("messages", "read")
-            if ("msg", m["mid"]) in p.tombs:
-                p.add("messages", "tombstoned")
-                p.report.notes.append(f"{p.key}: message {m['mid']} is tombstoned; skipped")
-                continue
-            if m["mid"] in p.mids:
-                p.add("messages", "existing")
-                continue
-            fields = _local_clock({f: m[f] for f in MESSAGE_COLUMNS if f in m})
-            obj = Message(profile=p.profile, created_at=_dt(m["created_at"]), deleted_at=_dt(m.get("deleted_at")),
-                          reviewed_at=_dt(m.get("reviewed_at")), **fields)
-            obj.attachment = _attachment(p, obj, m.get("attachment"), f"profile {p.key!r}, messages[{n}] ({obj.mid!r})",
-                                         written)
-            p.mids[obj.mid] = None
-            p.add("messages", "created")
-            if m.get("reply_of") or m.get("prompt_trace"):
-                p.links.append((obj, m))
-            if not p.out.write:
-                # The checking pass asks each row now and keeps none (issue 24 point 6: a million
-                # lines held as rows until the end took ~1 kB each on top of the file's records).
-                p.out.batched("messages", [obj], _write_messages)
-                continue
-            slice_ = p.slices.get(m.get("slice"))
-            if slice_ is None:
-                loose.append(obj)
-            else:
-                obj.slice = slice_
-            new.append(obj)
-        # The slices for loose lines go in first, in one transaction (far fewer rows than lines).
-        p.out.one("message slices", lambda: assign_slices(profile=p.profile, messages=loose))
-        p.out.batched("messages", new, _write_messages)
+        for chunk in _chunks(records, _chunk_rows(p.out)):
+            p.mids.load(m["mid"] for m in chunk)
+            new = []
+            for m in chunk:
+                n += 1
+                p.add("messages", "read")
+                if ("msg", m["mid"]) in p.tombs:
+                    p.add("messages", "tombstoned")
+                    p.report.notes.append(f"{p.key}: message {m['mid']} is tombstoned; skipped")
+                    continue
+                if m["mid"] in p.mids:
+                    p.add("messages", "existing")
+                    continue
+                obj = _message(p.profile, m)
+                obj.attachment = _attachment(p, obj, m.get("attachment"),
+                                             f"profile {p.key!r}, messages[{n}] ({obj.mid!r})", files)
+                p.mids.added.add(obj.mid)
+                p.add("messages", "created")
+                if m.get("reply_of") or m.get("prompt_trace"):
+                    p.linked = True
+                if not p.out.write:
+                    # The checking pass asks each row now and keeps none.
+                    p.out.batched("messages", [obj], _write_messages)
+                    continue
+                slice_ = p.slices.get(m.get("slice"))
+                if slice_ is None:
+                    loose.append(obj)
+                    p.mids.waiting.add(obj.mid)
+                else:
+                    obj.slice = slice_
+                    new.append(obj)
+            p.out.batched("messages", new, _write_messages)
+            written = written or bool(new)
+            files = [(mid, paths) for mid, paths in files if mid in p.mids.waiting]  # the others are in
+        if loose:
+            # Their slices go in first, in one transaction (far fewer rows than lines); with none,
+            # nothing is asked (it read the profile's slices: 3.8 s of a 20k-line apply).
+            p.out.one("message slices", lambda: assign_slices(profile=p.profile, messages=loose))
+            p.out.batched("messages", loose, _write_messages)
     except BaseException:
         # The files of lines that were not written go again (a run of the same import stores them anew).
-        have = set(Message.objects.filter(profile_id=p.profile.pk, mid__in=[o.mid for o in new])
-                   .values_list("mid", flat=True)) if p.profile.pk else set()
-        remove_files([path for mid, paths in written if mid not in have for path in paths])
+        if files and p.profile.pk:
+            have = set(_message_keys(p.profile.pk, [mid for mid, _ in files]))
+            remove_files([path for mid, paths in files if mid not in have for path in paths])
         raise
-    if p.out.write and new:
+    if p.out.write and (written or loose):
         p.out.one("the recall index", optimize_index)
-    p.mids.update((m.mid, m.pk) for m in new)
+
+
+def _message(profile: Profile, m: dict) -> Message:
+    """The row of a line of the file, made from its column values in order (Django's fast way,
+    as a row read from the database is made: keyword arguments cost ~100 µs a row, issue 24
+    point 6); every column the file does not give takes its default."""
+    values = list(_message_defaults())
+    values[_MESSAGE_AT["legacy_extra"]] = {}  # a default of its own (a dict is changed in place)
+    fields = _local_clock({f: m[f] for f in MESSAGE_COLUMNS if f in m})
+    fields.update(profile_id=profile.pk, created_at=_dt(m["created_at"]), deleted_at=_dt(m.get("deleted_at")),
+                  reviewed_at=_dt(m.get("reviewed_at")))
+    for name, value in fields.items():
+        values[_MESSAGE_AT[name]] = value
+    obj = Message(*values)
+    Message.profile.field.set_cached_value(obj, profile)
+    return obj
+
+
+_MESSAGE_AT = {f.attname: i for i, f in enumerate(Message._meta.concrete_fields)}
+
+
+@cache
+def _message_defaults() -> tuple:
+    return tuple(None if f.primary_key else f.get_default() for f in Message._meta.concrete_fields)
+
+
+def _chunk_rows(out: Writes) -> int:
+    """Records read together (their mids looked up in one query): whole batches when writing."""
+    return out.rows * max(1, 1000 // out.rows) if out.write else 1000
 
 
 def _attachment(p: _Profile, obj: Message, meta, where: str, written: list):
@@ -345,20 +431,25 @@ def _write_messages(batch: list) -> None:
     """The batch by plain `executemany` (issue 24 point 6: `bulk_create`'s query compiler was a
     third of an apply), its keys read back by mid, then indexed for recall."""
     insert_rows(Message, batch)
-    keys = dict(Message.objects.filter(profile_id=batch[0].profile_id, mid__in=[m.mid for m in batch])
-                .values_list("mid", "pk"))
+    keys = _message_keys(batch[0].profile_id, [m.mid for m in batch])
     for m in batch:
         m.pk = keys[m.mid]
         m._state.adding = False
     index_messages(batch, new=True)
 
 
-def _legacy_fragments(p: _Profile, pdata: dict) -> None:
+def _legacy_fragments(p: _Profile, records: Iterable[dict]) -> None:
     rows = LegacyFragment.objects.filter(profile_id=p.profile.pk)
     keys = set(rows.values_list("key", flat=True))
     prints = set(rows.values_list("fingerprint", flat=True))
+    for chunk in _chunks(records, _chunk_rows(p.out)):
+        p.mids.load(f.get("mid") for f in chunk)
+        _legacy_fragment_chunk(p, chunk, keys, prints)
+
+
+def _legacy_fragment_chunk(p: _Profile, chunk: list, keys: set, prints: set) -> None:
     new = []
-    for f in pdata.get("legacy_fragments", []):
+    for f in chunk:
         p.add("legacy_fragments", "read")
         if f["key"] in keys or (f["fingerprint"] in prints and f["disposition"] != "duplicate"):
             p.add("legacy_fragments", "existing")
@@ -377,10 +468,16 @@ def _legacy_fragments(p: _Profile, pdata: dict) -> None:
     p.out.save("legacy fragments", LegacyFragment, new)
 
 
-def _highlights(p: _Profile, pdata: dict) -> None:
+def _highlights(p: _Profile, records: Iterable[dict]) -> None:
     p.hids = dict(Highlight.objects.filter(profile_id=p.profile.pk).values_list("hid", "pk"))
+    for chunk in _chunks(records, _chunk_rows(p.out)):
+        p.mids.load(h["mid"] for h in chunk)
+        _highlight_chunk(p, chunk)
+
+
+def _highlight_chunk(p: _Profile, chunk: list) -> None:
     new = []
-    for h in pdata.get("highlights", []):
+    for h in chunk:
         p.add("highlights", "read")
         if ("hl", h["hid"]) in p.tombs:
             p.add("highlights", "tombstoned")
@@ -401,11 +498,17 @@ def _highlights(p: _Profile, pdata: dict) -> None:
     p.hids.update((h.hid, h.pk) for h in new)
 
 
-def _experiences(p: _Profile, pdata: dict) -> None:
+def _experiences(p: _Profile, records: Iterable[dict]) -> None:
     """Experiences with their sources and history, written together (a batch is whole)."""
     p.eids = dict(Experience.objects.filter(profile_id=p.profile.pk).values_list("eid", "pk"))
+    for chunk in _chunks(records, _chunk_rows(p.out)):
+        p.mids.load(mid for e in chunk for mid in e.get("source_mids", []))
+        _experience_chunk(p, chunk)
+
+
+def _experience_chunk(p: _Profile, chunk: list) -> None:
     new = []
-    for e in pdata.get("experiences", []):
+    for e in chunk:
         p.add("experiences", "read")
         if ("exp", e["eid"]) in p.tombs:
             p.add("experiences", "tombstoned")
@@ -448,10 +551,10 @@ def _write_experiences(batch: list) -> None:
     _create_dated(ExperienceHistory, [h for _, _, history in batch for h in history])
 
 
-def _relations(p: _Profile, pdata: dict) -> None:
+def _relations(p: _Profile, records: Iterable[dict]) -> None:
     rids = set(Relation.objects.filter(profile_id=p.profile.pk).values_list("rid", flat=True))
     new = []
-    for r in pdata.get("relations", []):
+    for r in records:
         p.add("relations", "read")
         if ("rel", r["rid"]) in p.tombs:
             p.add("relations", "tombstoned")
@@ -482,10 +585,10 @@ def _relation(p: _Profile, r: dict) -> Relation:
     return obj
 
 
-def _legacy_meta(p: _Profile, pdata: dict) -> None:
+def _legacy_meta(p: _Profile, records: Iterable[dict]) -> None:
     keys = set(LegacyMeta.objects.filter(profile_id=p.profile.pk).values_list("key", flat=True))
     new = []
-    for m in pdata.get("legacy_meta", []):
+    for m in records:
         p.add("legacy_meta", "read")
         if m["key"] in keys:
             p.add("legacy_meta", "existing")
@@ -497,9 +600,9 @@ def _legacy_meta(p: _Profile, pdata: dict) -> None:
     p.out.save("legacy meta", LegacyMeta, new)
 
 
-def _card(p: _Profile, pdata: dict) -> None:
+def _card(p: _Profile, members: dict) -> None:
     """The file's card, unless the profile has one with text (an empty row takes it)."""
-    card = pdata.get("card")
+    card = members.get("card")
     if not card:
         return
     p.add("card", "read")
@@ -526,10 +629,10 @@ def _card(p: _Profile, pdata: dict) -> None:
     p.add("card", "created")
 
 
-def _card_snapshots(p: _Profile, pdata: dict) -> None:
+def _card_snapshots(p: _Profile, records: Iterable[dict]) -> None:
     have = set(CardSnapshot.objects.filter(profile_id=p.profile.pk).values_list("slice__key", flat=True))
     new = []
-    for s in pdata.get("card_snapshots", []):
+    for s in records:
         p.add("card_snapshots", "read")
         if s["slice"] in have or s["slice"] not in p.slices:
             p.add("card_snapshots", "existing")
@@ -541,10 +644,16 @@ def _card_snapshots(p: _Profile, pdata: dict) -> None:
     p.out.batched("card snapshots", new, lambda batch: _create_dated(CardSnapshot, batch))
 
 
-def _favourites(p: _Profile, pdata: dict) -> None:
+def _favourites(p: _Profile, records: Iterable[dict]) -> None:
     have = set(Favourite.objects.filter(profile_id=p.profile.pk).values_list("message__mid", "excerpt"))
+    for chunk in _chunks(records, _chunk_rows(p.out)):
+        p.mids.load(f["mid"] for f in chunk)
+        _favourite_chunk(p, chunk, have)
+
+
+def _favourite_chunk(p: _Profile, chunk: list, have: set) -> None:
     new = []
-    for f in pdata.get("favourites", []):
+    for f in chunk:
         p.add("favourites", "read")
         if (f["mid"], f.get("excerpt") or "") in have or f["mid"] not in p.mids:
             p.add("favourites", "tombstoned" if ("msg", f["mid"]) in p.tombs else "existing")
@@ -556,13 +665,13 @@ def _favourites(p: _Profile, pdata: dict) -> None:
     p.out.batched("favourites", new, lambda batch: _create_dated(Favourite, batch))
 
 
-def _evolution_runs(p: _Profile, pdata: dict) -> None:
+def _evolution_runs(p: _Profile, records: Iterable[dict]) -> None:
     """The card's evolution runs with their steps and diffs (K10), deduplicated by when they were
     made and their trigger; the file names each by a ref its other records use."""
     have = {(at, trigger): pk for at, trigger, pk in
             EvolutionRun.objects.filter(profile_id=p.profile.pk).values_list("created_at", "trigger", "pk")}
     new = []
-    for r in pdata.get("evolution_runs", []):
+    for r in records:
         p.add("evolution_runs", "read")
         ident = (_aware(_dt(r["created_at"])), r["trigger"])
         if ident in have:
@@ -586,12 +695,12 @@ def _aware(value):
     return timezone.make_aware(value) if value is not None and timezone.is_naive(value) else value
 
 
-def _slice_log(p: _Profile, pdata: dict) -> None:
+def _slice_log(p: _Profile, records: Iterable[dict]) -> None:
     """The slices' cognitive logs (S2), each entry once (by slice, time, kind and summary)."""
     have = set(SliceLogEntry.objects.filter(slice__profile_id=p.profile.pk)
                .values_list("slice__key", "created_at", "kind", "summary")) if p.profile.pk else set()
     new = []
-    for e in pdata.get("slice_log", []):
+    for e in records:
         p.add("slice_log", "read")
         ident = (e["slice"], _aware(_dt(e["created_at"])), e["kind"], e.get("summary") or "")
         if ident in have or e["slice"] not in p.slices:
@@ -607,11 +716,11 @@ def _slice_log(p: _Profile, pdata: dict) -> None:
     p.out.batched("slice log", new, lambda batch: _create_dated(SliceLogEntry, batch))
 
 
-def _lore_entries(p: _Profile, pdata: dict) -> None:
+def _lore_entries(p: _Profile, records: Iterable[dict]) -> None:
     """The companion's lorebook (H2), by position."""
     p.lore = dict(LoreEntry.objects.filter(profile_id=p.profile.pk).values_list("position", "pk"))
     new = []
-    for e in pdata.get("lore_entries", []):
+    for e in records:
         p.add("lore_entries", "read")
         if e["position"] in p.lore:
             p.add("lore_entries", "existing")
@@ -625,9 +734,9 @@ def _lore_entries(p: _Profile, pdata: dict) -> None:
     p.lore.update((o.position, o.pk) for o in new)
 
 
-def _companion_card(p: _Profile, pdata: dict) -> None:
+def _companion_card(p: _Profile, members: dict) -> None:
     """The character card the companion was made from (H2), unless the profile has one."""
-    card = pdata.get("companion_card")
+    card = members.get("companion_card")
     if not card:
         return
     p.add("companion_card", "read")
@@ -640,38 +749,64 @@ def _companion_card(p: _Profile, pdata: dict) -> None:
     p.add("companion_card", "created")
 
 
-def _proactive_sends(p: _Profile, pdata: dict) -> None:
-    """The messages the companion wrote first (K15), by subject (each occasion once)."""
+def _proactive_sends(p: _Profile, records: Iterable[dict]) -> None:
+    """The messages the companion wrote first (K15), by subject (each occasion once); their
+    lines' keys looked up a chunk at a time."""
     have = set(ProactiveSend.objects.filter(profile_id=p.profile.pk).values_list("subject", flat=True))
-    new = []
-    for s in pdata.get("proactive_sends", []):
-        p.add("proactive_sends", "read")
-        if s["subject"] in have:
-            p.add("proactive_sends", "existing")
-            continue
-        have.add(s["subject"])
-        new.append(ProactiveSend(profile=p.profile, day=date.fromisoformat(s["day"]), reason=s["reason"],
-                                 subject=s["subject"], message_id=p.mids.get(s.get("mid")),
-                                 **({"created_at": _dt(s["created_at"])} if s.get("created_at") else {})))
-        p.add("proactive_sends", "created")
-    p.out.save("proactive sends", ProactiveSend, new)
+    for chunk in _chunks(records, _chunk_rows(p.out)):
+        p.mids.load(s.get("mid") for s in chunk)
+        new = []
+        for s in chunk:
+            p.add("proactive_sends", "read")
+            if s["subject"] in have:
+                p.add("proactive_sends", "existing")
+                continue
+            have.add(s["subject"])
+            new.append(ProactiveSend(profile=p.profile, day=date.fromisoformat(s["day"]), reason=s["reason"],
+                                     subject=s["subject"], message_id=p.mids.get(s.get("mid")),
+                                     **({"created_at": _dt(s["created_at"])} if s.get("created_at") else {})))
+            p.add("proactive_sends", "created")
+        p.out.save("proactive sends", ProactiveSend, new)
 
 
-def _message_links(p: _Profile, pdata: dict) -> None:
+def _message_links(p: _Profile, records: Iterable[dict]) -> None:
     """The new lines' links to other rows, once all are in: a reply's user line (`reply_of`, how
-    alternatives group, U2) and what its prompt held (U4), by this account's keys."""
-    names = {"recalled": p.mids, "highlights": p.hids, "experiences": p.eids, "lore": p.lore}
-    linked = []
-    for obj, m in p.links:
-        obj.reply_of_id = p.mids.get(m.get("reply_of")) if m.get("reply_of") else None
-        trace = m.get("prompt_trace")
-        if isinstance(trace, dict):
-            trace = {**trace, **{part: [names[part][ref] for ref in trace[part] if names[part].get(ref)]
-                                 for part in TRACE_REFS if isinstance(trace.get(part), list)}}
-        obj.prompt_trace = trace
-        linked.append(obj)
-    p.links = []
-    if p.out.write:
+    alternatives group, U2) and what its prompt held (U4), by this account's keys. The lines are
+    read again, in a pass of their own, a chunk at a time: the keys of the mids a chunk's lines
+    and their links name are looked up together by the unique (profile, mid) index (issue 24
+    point 6: no profile's ids are all held). A line is given its links only if it has none yet
+    (one this import wrote; one an interrupted import wrote finishes with the same import again)."""
+    if not (p.out.write and p.linked):
+        for _ in records:  # the checking pass links nothing: a line's links are not columns it checks
+            pass
+        return
+    names = {"highlights": p.hids, "experiences": p.eids, "lore": p.lore}
+    for chunk in _chunks((m for m in records if m.get("reply_of") or m.get("prompt_trace")), _chunk_rows(p.out)):
+        wanted = {m["mid"] for m in chunk}
+        for m in chunk:
+            if isinstance(m.get("reply_of"), str):
+                wanted.add(m["reply_of"])
+            trace = m.get("prompt_trace")
+            if isinstance(trace, dict) and isinstance(trace.get("recalled"), list):
+                wanted.update(ref for ref in trace["recalled"] if isinstance(ref, str))
+        keys = _message_keys(p.profile.pk, wanted)
+        unlinked = set(Message.objects.filter(pk__in=[keys[m["mid"]] for m in chunk if m["mid"] in keys],
+                                              reply_of__isnull=True, prompt_trace__isnull=True)
+                       .order_by().values_list("pk", flat=True))
+        linked = []
+        for m in chunk:
+            pk = keys.get(m["mid"])
+            if pk not in unlinked:
+                continue
+            obj = Message(pk=pk)
+            obj.reply_of_id = keys.get(m["reply_of"]) if m.get("reply_of") else None
+            trace = m.get("prompt_trace")
+            if isinstance(trace, dict):
+                table = {**names, "recalled": keys}
+                trace = {**trace, **{part: [table[part][ref] for ref in trace[part] if table[part].get(ref)]
+                                     for part in TRACE_REFS if isinstance(trace.get(part), list)}}
+            obj.prompt_trace = trace
+            linked.append(obj)
         p.out.batched("message links", linked,
                       lambda batch: Message.objects.bulk_update(batch, ["reply_of", "prompt_trace"]))
 
@@ -691,3 +826,21 @@ def _create_dated(model, objs: list) -> None:
         o.created_at = o._file_created_at
     if dated:
         model.objects.bulk_update(dated, ["created_at"])
+
+
+# Each kind in the order the writes need (tombstones block, slices hold lines, runs are named by
+# lines' history, lines are cited), whatever its place in the file: each list is read in a pass of
+# its own (memory/interop/full/read.py). "card" and "companion_card" are a profile's own members,
+# not lists; the lines are read a second time, last, for their links (only when some are to set).
+STEPS = (("tombstones", _tombstones), ("slices", _slices), ("evolution_runs", _evolution_runs),
+         ("slice_log", _slice_log), ("messages", _messages), ("legacy_fragments", _legacy_fragments),
+         ("highlights", _highlights), ("experiences", _experiences), ("relations", _relations),
+         ("legacy_meta", _legacy_meta), ("card", _card), ("card_snapshots", _card_snapshots),
+         ("favourites", _favourites), ("lore_entries", _lore_entries), ("companion_card", _companion_card),
+         ("proactive_sends", _proactive_sends), ("messages", _message_links))
+
+
+def step_needed(step, profiles: list) -> bool:
+    """Whether a pass over the file is needed for this step: the links' pass only when a line
+    this import writes has links."""
+    return step is not _message_links or any(p.out.write and p.linked for p in profiles)

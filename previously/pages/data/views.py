@@ -19,6 +19,7 @@ from memory.interop.full_import import BadExport, ImportInterrupted, import_full
 from memory.interop.previews import (
     drop_preview,
     drop_previews,
+    mark_checked,
     pending_preview,
     preview_export,
     save_preview,
@@ -95,6 +96,7 @@ def data_import_preview(request):
     except BadExport as exc:
         drop_preview(token)
         return _page_with_error(request, target, _refused(exc))
+    mark_checked(token)  # its apply reads the file once more, to write (issue 24 point 6)
     return render(request, "data/data.html", {
         "target": target, "profiles": Profile.objects.for_user(target), "preview": report, "token": token,
     })

@@ -10,6 +10,7 @@ from io import StringIO
 import pytest
 from django.core.management import call_command
 from django.db import OperationalError, connection
+from django.test.utils import CaptureQueriesContext
 
 from bench.synthetic import write_dump
 from memory.interop.export import export_json
@@ -187,3 +188,85 @@ def test_a_value_the_database_would_refuse_is_refused_before_any_batch(tmp_path,
     assert said in str(refused.value)
     assert not Profile.objects.filter(user=user).exists()
     assert not LegacyMeta.objects.filter(profile__user=user).exists()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("dry_run", [True, False])
+def test_a_line_the_file_gives_twice_goes_in_once_across_chunks_and_without_a_slice(settings, dry_run):
+    """Issue 24 point 6 (SPEC X2): lines stream a chunk at a time and only the chunk's mids are
+    held while writing; a line given again a chunk later, or again without a slice (written at
+    the end), is still counted as existing and written once."""
+    settings.PREVIOUSLY_IMPORT_BATCH_ROWS = 50
+    at = "2026-01-01T00:00:00+00:00"
+    lines = [{"mid": f"c_{n:05d}", "created_at": at, "speaker": "user", "content": f"第 {n} 行 line {n} 🐱",
+              "slice": "2026-01-01-0000"} for n in range(1500)]
+    lines[2]["slice"] = None  # loose in the first chunk: written at the end, and given again in the last
+    lines += [dict(lines[3]), {**lines[5], "slice": None}, dict(lines[2]), {**lines[1400], "mid": "c_loose"},
+              {**lines[1401], "mid": "c_loose", "slice": None}]
+    lines[-2]["slice"] = None
+    data = {"format": "previously-export", "version": 1, "profiles": [{
+        "key": "owner", "slices": [{"key": "2026-01-01-0000", "started_at": at, "last_message_at": at}],
+        "messages": lines}]}
+    user = UserFactory()
+    report = import_full(data=data, user=user, dry_run=dry_run)
+    assert report.counts["messages"] == {"read": 1505, "created": 1501, "existing": 4, "tombstoned": 0}
+    if not dry_run:
+        assert Message.objects.filter(profile__user=user).count() == 1501
+        assert Message.objects.get(profile__user=user, mid="c_loose").slice_id is not None
+        assert Message.objects.get(profile__user=user, mid="c_00002").slice_id is not None
+
+
+@pytest.mark.django_db
+def test_lines_are_looked_up_by_their_unique_index_not_in_the_archive_order(settings):
+    """Issue 24 point 6 (SPEC S4): each chunk's and each batch's lines are looked up by mid
+    without the model's created_at ordering; ordered, SQLite chose the profile's created_at index
+    and walked every line of the profile for each batch, so a 1M-line apply grew with the square
+    of its lines (the lookups were 19 s of a 100k-line apply)."""
+    settings.PREVIOUSLY_IMPORT_BATCH_ROWS = 2
+    at = "2026-01-01T00:00:00+00:00"
+    data = {"format": "previously-export", "version": 1, "profiles": [{
+        "key": "owner", "slices": [{"key": "2026-01-01-0000", "started_at": at, "last_message_at": at}],
+        "messages": [{"mid": f"c_{n}", "created_at": at, "speaker": "user", "content": f"第 {n} 行 🐱",
+                      "slice": "2026-01-01-0000"} for n in range(5)]}]}
+    with CaptureQueriesContext(connection) as queries:
+        import_full(data=data, user=UserFactory())
+    lookups = [q["sql"] for q in queries.captured_queries
+               if q["sql"].startswith('SELECT "memory_message"."mid"') and '"mid" IN' in q["sql"]]
+    assert lookups, "the lines are looked up by mid"
+    assert not [sql for sql in lookups if "ORDER BY" in sql]
+
+
+@pytest.mark.django_db
+def test_replies_and_traces_are_linked_by_mid_a_chunk_at_a_time(settings, monkeypatch):
+    """Issue 24 point 6 with issue 28 point 4: a line's `reply_of` and its prompt trace's
+    recalled lines are found by mid after every line is in, by lookups of one chunk's mids (the
+    chunk's lines and the lines they name), never the profile's every mid; a link to a line
+    chunks earlier or later is found, and re-running the import changes nothing (X2)."""
+    from memory.interop.full import write as write_module
+
+    settings.PREVIOUSLY_IMPORT_BATCH_ROWS = 2
+    monkeypatch.setattr(write_module, "_chunk_rows", lambda out: 4)
+    asked = []
+    keys = write_module._message_keys
+    monkeypatch.setattr(write_module, "_message_keys", lambda pid, mids: asked.append(set(mids)) or keys(pid, mids))
+    at = "2026-01-01T00:00:00+00:00"
+    lines = [{"mid": f"c_{n:02d}", "created_at": at, "speaker": "user" if n % 2 else "assistant",
+              "content": f"第 {n} 行 🐱",
+              "slice": "2026-01-01-0000"} for n in range(20)]
+    lines[0]["reply_of"] = "c_19"  # a line written chunks later
+    lines[18].update(reply_of="c_01", prompt_trace={"recalled": ["c_03", "c_gone"], "lore": []})
+    data = {"format": "previously-export", "version": 2, "profiles": [{
+        "key": "owner", "slices": [{"key": "2026-01-01-0000", "started_at": at, "last_message_at": at}],
+        "messages": lines}]}
+    user = UserFactory()
+    import_full(data=data, user=user)
+    rows = {m.mid: m for m in Message.objects.filter(profile__user=user)}
+    assert rows["c_00"].reply_of_id == rows["c_19"].pk
+    assert rows["c_18"].reply_of_id == rows["c_01"].pk
+    assert rows["c_18"].prompt_trace["recalled"] == [rows["c_03"].pk]
+    assert rows["c_05"].reply_of_id is None and rows["c_05"].prompt_trace is None
+    assert asked and max(len(mids) for mids in asked) <= 8, "no lookup holds more than a chunk's mids and links"
+    report = import_full(data=data, user=user)
+    assert report.counts["messages"]["created"] == 0
+    again = {m.mid: (m.reply_of_id, m.prompt_trace) for m in Message.objects.filter(profile__user=user)}
+    assert again == {mid: (m.reply_of_id, m.prompt_trace) for mid, m in rows.items()}

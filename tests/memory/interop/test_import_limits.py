@@ -18,6 +18,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from memory.interop.export import export_json
+from memory.interop.full import write as write_module
 from memory.interop.full_import import BadExport, import_full
 from memory.interop.json_stream import _SURROGATE, BadFile, ExportFile
 from memory.interop.previews import FOLDER, sweep_previews
@@ -157,6 +158,9 @@ def test_the_header_pass_builds_no_profile_and_the_profile_pass_one_at_a_time(se
     (b'{"a": 1} x', "trailing garbage"),
     (b'{"a": 1, "a": 2}', "has 'a' twice"),
     (b'{"profiles": [], "profiles.item": {"key": "x"}}', "has a member 'profiles.item'"),
+    # Issue 24 point 6: each record list is read by its path, so a profile's names are one each, without dots.
+    (b'{"profiles": [{"key": "a", "messages": [], "messages": [{}]}]}', "profiles[0] has 'messages' twice"),
+    (b'{"profiles": [{"key": "a", "messages.item": {"mid": "x"}}]}', "profiles[0] has a member 'messages.item'"),
 ])
 def test_a_malformed_file_is_refused_saying_why(raw, said):
     with pytest.raises(BadFile) as refused:
@@ -273,3 +277,40 @@ def test_a_run_of_backslashes_cut_before_its_escape_ends_is_no_match_and_a_match
     matches is unchanged: the whole run, from its first backslash."""
     assert list(_SURROGATE.finditer(b"\\" * 10_000 + b"\\ud8")) == []
     assert [m.span(1) for m in _SURROGATE.finditer(b"x\\\\\\ud83d \\ud800")] == [(1, 4), (10, 11)]
+
+
+def test_the_preview_checks_each_record_as_the_file_streams_not_a_whole_profile(monkeypatch):
+    """Issue 24 point 6 (SPEC S4): a profile of many records is never built whole; the checking
+    pass asks its first line whether the database takes it while the pass reading it has read
+    only the start of the file (a million records built as one profile took ~1.3 kB each). The
+    file's kinds come in the export's order (tombstones last), and still block what they name."""
+    messages = [{"mid": f"c_{n:06d}", "created_at": "2026-01-01T00:00:00+00:00", "speaker": "user",
+                 "content": f"第 {n} 行, line {n} 🐱", "slice": "2026-01-01-0000"} for n in range(5000)]
+    raw = json.dumps({"format": "previously-export", "version": 1, "profiles": [{
+        "key": "owner", "slices": [{"key": "2026-01-01-0000", "started_at": "2026-01-01T00:00:00+00:00",
+                                    "last_message_at": "2026-01-01T00:00:00+00:00"}],
+        "messages": messages,
+        "tombstones": [{"kind": "msg", "object_id": "c_000007", "deleted_at": "2026-01-02T00:00:00+00:00",
+                        "expires_at": "2027-01-02T00:00:00+00:00"}]}]}, ensure_ascii=False).encode()
+    opened = []
+
+    class Tracked(io.BytesIO):
+        def read(self, size=-1):
+            return super().read(min(size, 4096) if size and size > 0 else size)
+
+    def open_file():
+        opened.append(Tracked(raw))
+        return opened[-1]
+
+    at_first_line = []
+    checked = write_module.storable
+
+    def storable(row):
+        if isinstance(row, Message) and not at_first_line:
+            at_first_line.append(opened[-1].tell())
+        return checked(row)
+
+    monkeypatch.setattr(write_module, "storable", storable)
+    report = import_full(data=ExportFile(open_file), user=UserFactory(), dry_run=True)
+    assert at_first_line[0] < len(raw) // 2
+    assert report.counts["messages"] == {"read": 5000, "created": 4999, "existing": 0, "tombstoned": 1}

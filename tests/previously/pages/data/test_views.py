@@ -11,6 +11,7 @@ from django.urls import reverse
 from PIL import Image
 
 from memory.images import store_image_message
+from memory.interop.full import write as write_module
 from memory.models import Message
 from tests.factories import MessageFactory
 
@@ -238,3 +239,40 @@ def test_an_export_with_images_downloads_as_a_zip_and_uploads_back(client, profi
     client.post(reverse("data_import_apply"), {"token": preview.context["token"]})
     line = Message.objects.get(profile__user=bob)
     assert line.content == "猫 🐱" and line.attachment["path"].startswith(f"images/{line.profile_id}/")
+
+
+def test_the_apply_after_a_preview_does_not_check_the_records_again(client, profile, bob, storage, monkeypatch):
+    """Issue 24 point 6 (SPEC S4): the preview checked every record of the stored file, so its
+    apply reads the file once more, to write, without a second checking pass (each pass over a
+    million records was a minute); what it writes is the same."""
+    for n in range(5):
+        MessageFactory(profile=profile, content=f"第 {n} 行 line 🐱")
+    token = _preview_as(client, bob, profile).context["token"]
+    asked = []
+    checked = write_module.storable
+    monkeypatch.setattr(write_module, "storable", lambda row: asked.append(row) or checked(row))
+    applied = client.post(reverse("data_import_apply"), {"token": token})
+    assert applied.status_code == 200 and applied.context["applied"].counts["messages"]["created"] == 5
+    assert asked == []
+    assert sorted(Message.objects.filter(profile__user=bob).values_list("content", flat=True)) == [
+        f"第 {n} 行 line 🐱" for n in range(5)]
+
+
+def test_the_apply_of_a_zip_export_after_its_preview_does_not_check_again(client, profile, bob, storage, monkeypatch):
+    """Issue 24 point 6 with issue 28 point 4: a zip export's apply after its preview skips the
+    checking pass too, and still stores its image, re-encoded."""
+    picture = io.BytesIO()
+    Image.new("RGB", (12, 9), (30, 160, 90)).save(picture, "PNG")
+    store_image_message(profile=profile, mid="c_00000000000000e2", data=picture.getvalue(), caption="狗")
+    client.force_login(profile.user)
+    body = b"".join(client.get(reverse("data_export")).streaming_content)
+    client.force_login(bob)
+    preview = client.post(reverse("data_import_preview"), {"export": SimpleUploadedFile("e.zip", body, "application/zip")})
+    asked = []
+    checked = write_module.storable
+    monkeypatch.setattr(write_module, "storable", lambda row: asked.append(row) or checked(row))
+    applied = client.post(reverse("data_import_apply"), {"token": preview.context["token"]})
+    assert applied.status_code == 200 and applied.context["applied"].counts["messages"]["created"] == 1
+    assert asked == []
+    line = Message.objects.get(profile__user=bob)
+    assert line.content == "狗" and line.attachment["path"].startswith(f"images/{line.profile_id}/")
