@@ -179,12 +179,16 @@ def read_records(
     by_kind: dict[str, list[Record]] = defaultdict(list)
     profiles = Profiles(report)
     seen = 0
+    keys: set[str] = set()  # a KV store holds a key once: a dump that repeats one is not its dump
     try:
         for entry in read_dump(fh):
             seen += 1
             family = family_of(entry.key)
             report.add(family, "read")
             try:
+                if entry.key in keys:
+                    raise BadRecord(entry.key, gettext("the key appears twice in the dump (a KV store holds each key once)"))
+                keys.add(entry.key)
                 rec = parse_entry(entry, profiles, family)
             except BadRecord as exc:
                 if not skip_bad:

@@ -432,6 +432,20 @@ def test_rule8_unknown_family_names_the_key(dump_file, run_import):
     assert counts()["Message"] == 0
 
 
+def test_rule8_a_key_given_twice_is_a_bad_record_named_not_a_crash(dump_file, run_import):
+    """A KV store holds each key once; a dump repeating a fragment's key made the import die on
+    the table's UNIQUE constraint (found by the hostile-dump property test). Refused by name,
+    nothing written; with --skip-bad the first is kept and the repeat counted as an error."""
+    twice = mem("mem:owner:1760968800000_ab12cd", "user", "今天很好 🌙", T)
+    path = dump_file([twice, msg("owner", "c_00000000000000a3", "user", "ok", T + 60_000), twice])
+    code, out = run_import(path)
+    assert code == 1
+    assert "mem:owner:1760968800000_ab12cd" in out and "appears twice" in out
+    assert counts()["Message"] == 0 and counts()["LegacyFragment"] == 0
+    code, out = run_import(path, "--skip-bad")
+    assert code == 0 and LegacyFragment.objects.count() == 1
+
+
 def test_rule8_skip_bad_imports_the_rest_and_reports(dump_file, run_import, tmp_path):
     path = dump_file([msg("owner", "c_00000000000000a5", "user", "ok", T),
                       {"key": "hl:owner:h_bad", "value": "[1, 2"},
