@@ -137,6 +137,9 @@ TUNABLES: dict[str, Tunable] = {
     # The model's context window in tokens; 0 = ask the server (llama.cpp's n_ctx), else
     # unknown. The agent fits its request into it; a chat prompt over it gets a notice.
     "PREVIOUSLY_MODEL_CONTEXT_TOKENS": Tunable(0, minimum=0),
+    # How long the companion settings page waits for each model server's list (GET /models)
+    # before it offers a typed model name instead.
+    "PREVIOUSLY_MODEL_LIST_SECONDS": Tunable(3, minimum=1),
     # Background model calls (agent steps, analyzer, proactive) wait for, or give way to, a
     # person's turn in flight in this process (previously/llm/gate.py): for servers that answer
     # one request at a time (llama.cpp, Ollama on a CPU). 0 for a hosted or batching server.

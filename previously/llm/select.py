@@ -344,5 +344,6 @@ def model_lists() -> list[ModelList]:
     if not endpoints:
         return []
     with ThreadPoolExecutor(max_workers=min(4, len(endpoints))) as pool:
-        found = list(pool.map(lambda e: list_models(e[2], e[3]) if e[3] is not None else None, endpoints))
+        wait = settings.PREVIOUSLY_MODEL_LIST_SECONDS
+        found = list(pool.map(lambda e: list_models(e[2], e[3], wait) if e[3] is not None else None, endpoints))
     return [ModelList(label, pk, tuple(models or ())) for (label, pk, _url, _key), models in zip(endpoints, found, strict=True)]

@@ -19,6 +19,9 @@ def log_in(page, base_url: str, username: str, password: str, *, submit: str = "
     page.fill("#id_password", password)
     page.click(submit)
     page.wait_for_selector("#composer-text")
+    # The composer is parsed before chat.js at the page's end has run: on a loaded machine a
+    # file chosen at once would go unheard.
+    page.wait_for_load_state("load")
 
 
 class LiveChatServer(ChannelsLiveServerTestCase):
@@ -46,6 +49,10 @@ class LiveChatServer(ChannelsLiveServerTestCase):
         test["NAME"] = connections["default"].settings_dict["NAME"]
         cls._typing_hold = settings.PREVIOUSLY_TYPING_HOLD_SECONDS
         settings.PREVIOUSLY_TYPING_HOLD_SECONDS = cls.typing_hold
+        # A loaded CI machine (two test workers, each with a browser) answered the fake model
+        # server's list in over 3 s once; the settings page then shows a text box instead.
+        cls._list_wait = settings.PREVIOUSLY_MODEL_LIST_SECONDS
+        settings.PREVIOUSLY_MODEL_LIST_SECONDS = 20
         super().setUpClass()
 
     @classmethod
@@ -53,6 +60,7 @@ class LiveChatServer(ChannelsLiveServerTestCase):
         super().tearDownClass()
         settings.DATABASES["default"]["TEST"]["NAME"] = cls._test_name
         settings.PREVIOUSLY_TYPING_HOLD_SECONDS = cls._typing_hold
+        settings.PREVIOUSLY_MODEL_LIST_SECONDS = cls._list_wait
         reset_provider(None)
         cls.llm.stop()
 
