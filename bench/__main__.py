@@ -1,5 +1,7 @@
-"""`make bench`: BENCH.md §1 (LoCoMo recall), §2 (per-turn overhead), §3 (legacy import), §5 (history
-import); scratch SQLite.
+"""`make bench`: BENCH.md §1 (LoCoMo recall), §2 (per-turn overhead, recall on a repeating archive),
+§3 (legacy import), §4 (the last `make loadtest`), §5 (history import), and issue 24's real sizes
+(deleting a 1M-character line, the full import and the data page's upload at 1M records, and
+`make hostile`'s figures); scratch SQLite.
 
 Writes bench/results/*.json (git-ignored), bench/results/SUMMARY.md and
 bench/results/turn_overhead.png.
@@ -8,7 +10,7 @@ Usage: python -m bench [--sizes 1000,10000,100000] [--turns 150] [--rounds 3] [-
        [--skip-import] [--import-keys 120000] [--import-runs 3] [--skip-forget] [--forget-chars N]
        [--skip-history]
        [--history-conversations 2000] [--history-messages 150000] [--skip-full-import] [--full-import-records N]
-       [--skip-upload] [--upload-records N]
+       [--skip-upload] [--upload-records N] [--skip-hostile]
 """
 
 import argparse
@@ -21,14 +23,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.machine import load_average
+
 RESULTS = Path(__file__).resolve().parent / "results"
-
-
-def _load() -> str:
-    try:
-        return " / ".join(f"{x:.2f}" for x in os.getloadavg())
-    except OSError:
-        return "n/a"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -51,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--upload-records", type=int, default=1_000_000, help="records in the uploaded export")
     parser.add_argument("--repeat-sizes", default="10000,100000",
                         help="archive sizes for recall on a repeating archive (issue 24 point 10); empty skips it")
+    parser.add_argument("--skip-hostile", action="store_true", help="skip make hostile's figures (issue 24 points 1-5, 7-9)")
     parser.add_argument("--repeat-questions", type=int, default=200, help="LoCoMo questions asked at each size")
     args = parser.parse_args(argv)
 
@@ -68,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         forget_long_line,
         full_import,
         history_import,
+        hostile,
         import_throughput,
         import_upload,
         loadtest,
@@ -79,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     RESULTS.mkdir(exist_ok=True)
     began = time.perf_counter()
     meta = {"started": time.strftime("%Y-%m-%d %H:%M:%S"), "machine": platform.platform(),
-            "cpus": os.cpu_count(), "load_before": _load()}
+            "cpus": os.cpu_count(), "load_before": load_average()}
     results: dict[str, dict] = {}
     sections: list[str] = []
     data, _ = locomo.build_input()
@@ -87,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         results["locomo"] = locomo.run(workdir=scratch)
         sections.append(locomo.summary(results["locomo"]))
         print(sections[-1], flush=True)
-    meta["load_after_locomo"] = _load()
+    meta["load_after_locomo"] = load_average()
     english = [d["text"].split(": ", 1)[1] for c in data["conversations"] for d in c["docs"]]
     questions = [q["question"] for c in data["conversations"] for q in c["queries"]]
     results["turn_overhead"] = turn_overhead.run(
@@ -128,7 +127,11 @@ def main(argv: list[str] | None = None) -> int:
         results["import_upload"] = import_upload.run(records=args.upload_records)
         sections.append(import_upload.summary(results["import_upload"]))
         print(sections[-1], flush=True)
-    meta["load_after"] = _load()
+    if not args.skip_hostile:
+        results["hostile"] = hostile.run()
+        sections.append(hostile.summary(results["hostile"]))
+        print(sections[-1], flush=True)
+    meta["load_after"] = load_average()
     meta["seconds"] = round(time.perf_counter() - began, 1)
     results["meta"] = meta
     for name, body in results.items():

@@ -37,6 +37,7 @@ import zipfile
 from pathlib import Path
 
 from bench.import_upload import post_form, preview_token, session_cookie, upload
+from bench.machine import load_numbers
 from tests.hostile.server import Probe, get, start
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -51,13 +52,6 @@ ZH = list("山水风雨花草树木日月星云天地人心爱情书画诗酒茶
 
 def _peak_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
-def _load() -> list[float]:
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        return []
 
 
 # ---------------------------------------------------------------- the generator
@@ -246,7 +240,7 @@ def _child(phase: str, path: Path, db_dir: Path) -> dict:
     if out.returncode != 0:
         raise RuntimeError(f"child {phase} failed ({out.returncode}):\n{out.stderr[-4000:]}")
     result = json.loads(out.stdout.strip().splitlines()[-1])
-    result["load"] = _load()
+    result["load"] = load_numbers()
     return result
 
 
@@ -283,7 +277,7 @@ def live(path: Path, work: Path) -> dict:
         if state.get("state") != "done":
             raise RuntimeError(f"the apply ended {state}")
         return {"preview_s": preview_s, "apply_s": apply_s, "peak_mb": probe.peak_rss / 1024 / 1024,
-                "other_p99_ms": probe.p99() * 1000, "other": probe.summary(), "load": _load()}
+                "other_p99_ms": probe.p99() * 1000, "other": probe.summary(), "load": load_numbers()}
     finally:
         stack.stop()
 

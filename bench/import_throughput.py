@@ -33,6 +33,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.machine import load_numbers
+
 ROOT = Path(__file__).resolve().parent.parent
 BARS = {"seconds_import": 10, "peak_rss_mb": 300, "seconds_reimport": 4}  # BENCH.md §3
 
@@ -140,13 +142,6 @@ def _child_main(argv: list[str]) -> int:
 # ---------------------------------------------------------------- parent
 
 
-def _load() -> list[float]:
-    try:
-        return [round(x, 2) for x in os.getloadavg()]
-    except OSError:
-        return []
-
-
 def run(*, keys: int = 120_000, runs: int = 3, seed: int = 1, dump: str | None = None) -> dict:
     """Import / re-import / json.load timings over `runs` fresh scratch databases; medians."""
     scratch = Path(tempfile.mkdtemp(prefix="previously-bench-import-"))
@@ -159,16 +154,16 @@ def run(*, keys: int = 120_000, runs: int = 3, seed: int = 1, dump: str | None =
         else:
             n_keys = None
         samples = []
-        load_seen = [_load()]
+        load_seen = [load_numbers()]
         for i in range(runs):
             db_dir = scratch / f"run{i}"
             db_dir.mkdir()
             _child(["setup"], db_dir)
             imp = _child(["import", dump], db_dir)
-            load_seen.append(_load())
+            load_seen.append(load_numbers())
             re = _child(["reimport", dump], db_dir)
             js = _child(["json", dump], db_dir)
-            load_seen.append(_load())
+            load_seen.append(load_numbers())
             n_keys = n_keys or js["keys"]
             samples.append(
                 {

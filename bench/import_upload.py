@@ -18,7 +18,6 @@ The figures print beside their goals and the machine's load average (the machine
 import argparse
 import http.client
 import json
-import os
 import random
 import re
 import tempfile
@@ -27,6 +26,7 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from bench.machine import load_average
 from tests.hostile.server import REQUEST_TIMEOUT, Probe, rss_bytes, send_body, start
 
 MB = 1024 * 1024
@@ -174,10 +174,6 @@ def preview_token(page: str) -> str:
     return re.search(r'name="token" value="([^"]+)"', page).group(1)
 
 
-def _load() -> str:
-    return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
-
-
 def anonymous(port: int, pid: int, bystander: str) -> dict:
     headers = {"Content-Type": f"multipart/form-data; boundary={BOUNDARY}", "Content-Length": str(200 * MB)}
     zeros = b"\0" * MB
@@ -232,7 +228,7 @@ def run(records: int = 1_000_000, anonymous_too: bool = True) -> dict:
         try:
             port, pid = stack.ports[0], stack.procs[0].pid
             bystander, uploader = session_cookie(stack, "bystander"), session_cookie(stack, "uploader")
-            results = {"load_before": _load()}
+            results = {"load_before": "load average " + load_average()}
             if anonymous_too:
                 results["anonymous"] = anonymous(port, pid, bystander)
             small = work / "small.json"
@@ -243,7 +239,7 @@ def run(records: int = 1_000_000, anonymous_too: bool = True) -> dict:
             results["export_mb"] = size / MB
             results["records"] = records
             results["import"] = import_at_size(port, pid, uploader, bystander, export)
-            results["load_after"] = _load()
+            results["load_after"] = "load average " + load_average()
         finally:
             stack.stop()
     return results

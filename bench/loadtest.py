@@ -32,6 +32,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.machine import load_average  # noqa: E402
 from bench.stack import Stack  # noqa: E402
 from tests.webclient import WebClient  # noqa: E402
 
@@ -245,10 +246,6 @@ def scenario(name: str, *, n: int, turns: int, processes: int, database_url: str
     }
 
 
-def _load() -> str:
-    return " / ".join(f"{x:.2f}" for x in os.getloadavg())
-
-
 GOAL_P99_MS = 100  # BENCH §4: added first-token delay p99, every scenario, 0 lost or duplicated
 
 
@@ -331,11 +328,11 @@ def main(argv=None) -> int:
         db = pg_db() if pg else ""
         try:
             print(f"== {name}: N={args.n} × {args.turns} turns, think {args.think} s", flush=True)
-            before = _load()
+            before = load_average()
             rows.append(scenario(name, n=args.n, turns=args.turns, pace=pace, log_dir=args.log_dir,
                                  database_url=f"{args.database_url}/{db}" if db else "",
                                  redis_url=args.redis_url if pg else "", **plan))
-            rows[-1].update(load_before=before, load_after=_load(), finished=time.strftime("%Y-%m-%d %H:%M"))
+            rows[-1].update(load_before=before, load_after=load_average(), finished=time.strftime("%Y-%m-%d %H:%M"))
         finally:
             if db:
                 drop(db)

@@ -26,6 +26,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
+from bench.machine import load_average
 from memory.models import Message, Profile, Slice
 from memory.recall import embedding, vectors
 from memory.recall.index import index_messages, optimize_index
@@ -148,7 +149,7 @@ def run(*, data: dict, sizes: list[int], n_questions: int = 200, rounds: int = 3
         out["sizes"][str(size)] = row
         print(f"[recall_repeat] {size:,} lines: p50 {row['p50_ms']} ms, p99 {row['p99_ms']} ms, "
               f"CPU p50 {row['cpu_p50_ms']} ms "
-              f"(load {' / '.join(f'{x:.2f}' for x in os.getloadavg())})", flush=True)
+              f"(load {load_average()})", flush=True)
     if profile_at_end:
         out["profile"] = profile_top(profile, asked)
     sizes_done = out["sizes"]

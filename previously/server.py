@@ -47,6 +47,9 @@ from twisted.internet.threads import deferToThread
 
 from memory import server_lock
 
+# Seconds a thread may hold the GIL while another waits for it (Python's default: 0.005).
+SWITCH_INTERVAL = 0.001
+
 # Room above a route's file limit for the multipart boundaries, part headers and CSRF token.
 ENVELOPE_BYTES = 64 * 1024
 
@@ -291,6 +294,11 @@ class BoundedCommandLineInterface(CommandLineInterface):
 
 
 def main(argv: list[str] | None = None) -> None:
+    # A thread that computes (a long reply's Markdown, an import's parse) keeps the GIL for the
+    # whole switch interval each time a request's thread gives it up to wait on a socket or
+    # the database; at Python's 5 ms that convoy took another person's login page from 8 ms
+    # to 150-300 ms during a resync of six slow replies, at 1 ms to 68-77 ms (issue 24 point 4).
+    sys.setswitchinterval(SWITCH_INTERVAL)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "previously.settings")
     lock = server_lock.hold()  # O6: `manage.py restore` refuses while any server process runs
     try:

@@ -1,0 +1,48 @@
+"""Issue 24's hostile cases in `make bench` (points 1–5, 7–9): `make hostile`'s suite runs in a
+child process against a real `previously.server` on loopback, and each figure it prints
+(`[hostile] …`: memory, CPU, lock time, another person's latency, each beside its goal) goes
+into SUMMARY.md as it was printed.
+
+    python -m bench.hostile
+"""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from bench.machine import load_average
+
+ROOT = Path(__file__).resolve().parent.parent
+MARK = "[hostile]"
+
+
+def run() -> dict:
+    """Run tests/hostile once; the figures it printed, its outcome line and exit code."""
+    env = {k: v for k, v in os.environ.items() if k != "DATABASE_URL"}  # the tests make their own
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-s", "-p", "no:cacheprovider", "-p", "no:randomly", "tests/hostile"],
+        cwd=ROOT, env=env, capture_output=True, text=True, check=False,
+    )
+    lines = done.stdout.splitlines()
+    figures = [line.split(MARK, 1)[1].strip() for line in lines if MARK in line]
+    outcome = next((line.strip("= ") for line in reversed(lines) if " passed" in line or " failed" in line), "")
+    return {"figures": figures, "outcome": outcome, "exit_code": done.returncode, "load": load_average()}
+
+
+def summary(result: dict) -> str:
+    rows = "\n".join(f"- {figure}" for figure in result["figures"]) or "- (no figures printed)"
+    verdict = "all held" if result["exit_code"] == 0 else f"**not all held** (exit code {result['exit_code']})"
+    return (
+        "### Hostile input at real sizes (issue 24 points 1–5, 7–9; `make hostile`)\n\n"
+        "Each line as the suite printed it, with its goal; the suite's assertions are the goals "
+        "that have no number.\n\n"
+        f"{rows}\n\n{result['outcome']}: {verdict}. Load average at the end: {result['load']} "
+        f"on {os.cpu_count()} CPUs."
+    )
+
+
+if __name__ == "__main__":
+    found = run()
+    print(summary(found))
+    sys.exit(found["exit_code"])
