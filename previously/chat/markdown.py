@@ -12,11 +12,19 @@ Cost (issue 24 point 4, S6): markdown-it is pure Python and some inputs are slow
 took 1.5-3.4 s), so a reply longer than PREVIOUSLY_MARKDOWN_MAX_CHARS is shown as escaped plain
 text with a note, the rendered HTML of each text is cached (bounded in bytes: lines do not
 change, so a line is rendered once per process), and the chat socket renders in a thread
-(`warm`) before a frame is built, never on the event loop.
+(`warm`) before a frame is built, never on the event loop. A text of PROCESS_CHARS or more is
+rendered in a helper process (one, `previously.chat.render_worker`, started on first use and
+asked one text at a time): in a thread its pure-Python parse
+kept the GIL from every other request (6 replies of 9,990 "![", 0.37 s each, took another
+person's login page from 8 ms to a median of 20-30 ms and a maximum of 150-300 ms).
 """
 
 import asyncio
 import hashlib
+import json
+import subprocess
+import sys
+import threading
 from urllib.parse import urlencode, urlsplit
 
 import nh3
@@ -45,6 +53,12 @@ ATTRIBUTES = {
 }
 CACHE_BYTES = 16 * 1024 * 1024  # rendered HTML kept per process
 _cache = ByteLRU(CACHE_BYTES)
+# Texts this long or longer render in the helper process: a typical reply (under 2,000
+# characters) renders in about a millisecond, where starting a process and handing it the
+# text would cost more than it saves.
+PROCESS_CHARS = 2000
+_renderer: dict[str, subprocess.Popen] = {}  # "process": previously.chat.render_worker
+_renderer_lock = threading.Lock()
 
 
 def _link_open(self, tokens, idx, options, env):
@@ -55,7 +69,7 @@ def _link_open(self, tokens, idx, options, env):
     host = link_host(href)
     if host:
         token.meta["host"] = host
-        token.attrSet("href", leave_url(str(href)))
+        token.attrSet("href", f"{env['leave']}?{urlencode({'to': str(href)})}")
     return self.renderToken(tokens, idx, options, env)
 
 
@@ -65,11 +79,6 @@ def _link_close(self, tokens, idx, options, env):
     host = opener.meta.get("host", "") if opener is not None else ""
     html = self.renderToken(tokens, idx, options, env)
     return html + (f' <span class="link-host">({conditional_escape(host)})</span>' if host else "")
-
-
-def leave_url(href: str) -> str:
-    """The click-through page for a link out of the site (previously/pages/chat/views.leave)."""
-    return f"{reverse('chat_leave')}?{urlencode({'to': href})}"
 
 
 _md.add_render_rule("link_open", _link_open)
@@ -88,8 +97,40 @@ def link_host(href) -> str:
 
 def render_markdown(text: str) -> str:
     """Sanitised HTML for `text`; safe to mark safe in a template. Uncached and unbounded: call
-    `display_html`."""
-    html = _md.render(text or "")
+    `display_html`. A long text renders in the helper process, this thread waiting without the
+    GIL; should that process have died, the text renders here and a new one starts next time."""
+    text = text or ""
+    # The click-through page for a link out of the site (previously/pages/chat/views.leave).
+    leave = reverse("chat_leave")
+    html = _ask_helper(text, leave) if len(text) >= PROCESS_CHARS else None
+    return sanitised_html(text, leave) if html is None else html
+
+
+def _ask_helper(text: str, leave: str) -> str | None:
+    """The helper process's HTML for `text`, started if need be; None when it could not render
+    it (an error this process then meets itself) or has died."""
+    with _renderer_lock:
+        helper = _renderer.get("process")
+        try:
+            if helper is None or helper.poll() is not None:
+                helper = _renderer["process"] = subprocess.Popen(
+                    [sys.executable, "-m", "previously.chat.render_worker"],
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, encoding="ascii",
+                )
+            helper.stdin.write(json.dumps({"text": text, "leave": leave}) + "\n")
+            helper.stdin.flush()
+            answer = helper.stdout.readline()
+            if answer:
+                return json.loads(answer)["html"]
+        except (OSError, ValueError):
+            pass
+        _renderer.pop("process", None)
+        return None
+
+
+def sanitised_html(text: str, leave: str) -> str:
+    """`text` as sanitised HTML; links out of the site lead to `leave` (runs in either process)."""
+    html = _md.render(text, {"leave": leave})
     return nh3.clean(
         html,
         tags=TAGS,

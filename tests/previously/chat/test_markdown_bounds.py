@@ -6,6 +6,7 @@ goes through a click-through page showing the address."""
 
 import asyncio
 import json
+import os
 from urllib.parse import quote
 
 import pytest
@@ -31,6 +32,41 @@ def test_a_reply_over_the_bound_is_escaped_plain_text_with_a_note(settings):
     assert "PREVIOUSLY_MARKDOWN_MAX_CHARS" in shown and "99008" in shown and "1000" in shown
     assert '<div class="md-plain">' + "[" * 10 in shown and "&lt;b&gt;x&lt;/b&gt;" in shown and "<b>" not in shown
     assert len(markdown._cache) == 0  # escaping is cheap: nothing cached
+
+
+def _long_reply() -> str:
+    """Over PROCESS_CHARS: varied paragraphs in both languages, a list, and a link out."""
+    lines = [f"{i}. **第{i}点** — point {i}: see [the notes](https://example.org/n/{i}) 🙂" for i in range(1, 80)]
+    return "\n".join(lines)
+
+
+def test_a_long_reply_renders_in_the_helper_process_exactly_as_in_the_thread():
+    """Issue 24 point 4: a long text's parse would keep the GIL from every other request, so it
+    runs in one helper process; the HTML is the same, links out still lead to the click-through."""
+    text = _long_reply()
+    assert len(text) >= markdown.PROCESS_CHARS
+    here = markdown.sanitised_html(text, reverse("chat_leave"))
+    assert markdown.render_markdown(text) == here
+    helper = markdown._renderer["process"]
+    assert helper.pid != os.getpid() and helper.poll() is None  # another process, still there
+    assert here.count('<span class="link-host">(example.org)</span>') == 79 and "<strong>第1点</strong>" in here
+    assert f'{reverse("chat_leave")}?to=https%3A%2F%2Fexample.org%2Fn%2F1' in here
+    assert markdown.render_markdown(text + " ") == markdown.sanitised_html(text + " ", reverse("chat_leave"))
+    assert markdown._renderer["process"] is helper  # asked again, not started again
+
+
+def test_a_dead_helper_process_is_replaced_and_an_error_is_met_here():
+    text = _long_reply()
+    expected = markdown.sanitised_html(text, reverse("chat_leave"))
+    markdown.render_markdown(text)
+    helper = markdown._renderer["process"]
+    helper.kill()
+    helper.wait()
+    assert markdown.render_markdown(text) == expected
+    assert markdown._renderer["process"] is not helper
+    with pytest.raises(UnicodeEncodeError):  # nh3 takes no lone surrogate, in either process
+        markdown.render_markdown("\ud800" + text)
+    assert markdown._renderer["process"].poll() is None  # the helper said so and lives on
 
 
 def test_a_text_is_rendered_once_and_the_cache_is_bounded_in_bytes(monkeypatch):
