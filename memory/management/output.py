@@ -12,6 +12,7 @@ from contextlib import contextmanager
 
 from django.core.management.base import CommandError
 from django.utils import translation
+from django.utils.translation import gettext, pgettext
 from rich import box
 from rich.console import Console
 from rich.progress import (
@@ -86,6 +87,16 @@ def counted[T](items: Iterable[T], callback: ProgressCallback, stage: str, *, to
         if done % every == 0:
             callback(stage, done, total)
     callback(stage, done, total or done)
+
+
+def column(name: str) -> str:
+    """An import table's column (read, created, existing, …) in the interface language."""
+    return pgettext("import table", name)
+
+
+def finished(*, dry_run: bool) -> str:
+    """An import command's last line."""
+    return gettext("dry run: nothing was written") if dry_run else gettext("import complete")
 
 
 def add_language_argument(parser) -> None:
