@@ -124,7 +124,7 @@ def _trace(value) -> str | None:
             return f"{part}: {problem}"
     lore = value.get("lore", [])
     if not isinstance(lore, list) or any(_position(n) for n in lore):
-        return f"lore: {gettext('must be a list of positions')}"
+        return "lore: " + gettext("must be a list of positions")
     return None
 
 

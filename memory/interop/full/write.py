@@ -12,7 +12,7 @@ from itertools import islice
 
 from django.db import connection, transaction
 from django.utils import timezone
-from django.utils.translation import gettext, pgettext
+from django.utils.translation import gettext, pgettext_lazy
 
 from memory.clock import PERIOD_IDS
 from memory.images import (
@@ -250,15 +250,34 @@ def start_profile(key: str, members: dict, *, user, report: FullReport, out: Wri
 
 # What the writes are named by (`Writes.kind`), as a refusal or the progress shows them: each is
 # translated in the context "import record" (the catalogue's plain "highlights" is a count's).
-KIND_NAMES = ("card snapshots", "evolution runs", "experiences", "favourites", "highlights", "legacy fragments",
-              "legacy meta", "lorebook entries", "message links", "message slices", "messages", "proactive sends",
-              "relations", "slice log", "slices", "the card", "the companion card", "the profile", "the recall index",
-              "tombstones", "the profiles")
+KIND_NAMES = {
+    "card snapshots": pgettext_lazy("import record", "card snapshots"),
+    "evolution runs": pgettext_lazy("import record", "evolution runs"),
+    "experiences": pgettext_lazy("import record", "experiences"),
+    "favourites": pgettext_lazy("import record", "favourites"),
+    "highlights": pgettext_lazy("import record", "highlights"),
+    "legacy fragments": pgettext_lazy("import record", "legacy fragments"),
+    "legacy meta": pgettext_lazy("import record", "legacy meta"),
+    "lorebook entries": pgettext_lazy("import record", "lorebook entries"),
+    "message links": pgettext_lazy("import record", "message links"),
+    "message slices": pgettext_lazy("import record", "message slices"),
+    "messages": pgettext_lazy("import record", "messages"),
+    "proactive sends": pgettext_lazy("import record", "proactive sends"),
+    "relations": pgettext_lazy("import record", "relations"),
+    "slice log": pgettext_lazy("import record", "slice log"),
+    "slices": pgettext_lazy("import record", "slices"),
+    "the card": pgettext_lazy("import record", "the card"),
+    "the companion card": pgettext_lazy("import record", "the companion card"),
+    "the profile": pgettext_lazy("import record", "the profile"),
+    "the recall index": pgettext_lazy("import record", "the recall index"),
+    "tombstones": pgettext_lazy("import record", "tombstones"),
+    "the profiles": pgettext_lazy("import record", "the profiles"),
+}
 
 
 def kind_shown(kind: str) -> str:
     """A write's name in the interface language (a name this module does not know as it is)."""
-    return pgettext("import record", kind) if kind in KIND_NAMES else kind
+    return str(KIND_NAMES.get(kind, kind))
 
 
 def _profile_named(key: str) -> str:

@@ -4,7 +4,7 @@ anything is written, then written in short batches (re-running finishes an inter
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
-from django.utils.translation import gettext, pgettext
+from django.utils.translation import gettext
 
 from memory.interop.full_import import (
     COLUMNS,
@@ -44,5 +44,5 @@ class Command(BaseCommand):
             raise CommandError(f"{path}: {exc}", returncode=1) from None
         for note in report.notes:
             self.stdout.write(note)
-        self.stdout.write(output.table([pgettext("import table", "kind"), *map(output.column, COLUMNS)], report.rows()))
+        self.stdout.write(output.table([output.column("kind"), *map(output.column, COLUMNS)], report.rows()))
         self.stdout.write(output.finished(dry_run=report.dry_run))

@@ -9,7 +9,7 @@ from pathlib import Path
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError
-from django.utils.translation import gettext, pgettext
+from django.utils.translation import gettext
 
 from memory.interop.character_card import is_character_card
 from memory.interop.history import HistoryImport, Refused, apply
@@ -81,15 +81,15 @@ class Command(BaseCommand):
             for title, c in zip(rows, report.conversations[:20], strict=False)
         ]
         t = report.total()
-        headers = [pgettext("import table", h) for h in HEADERS]
-        total = [pgettext("import table", "total"), t.lines, t.alternatives, sum(t.skipped.values()), f"{t.images_found}/{t.images_missing}",
+        headers = [output.column(h) for h in HEADERS]
+        total = [output.column("total"), t.lines, t.alternatives, sum(t.skipped.values()), f"{t.images_found}/{t.images_missing}",
                  _span(t), t.already, t.tombstoned, t.new]
         w(output.table(headers, conv_rows, total=total))
         if len(report.conversations) > 20:
             w(gettext("(the first 20 of %(n)s conversations; --report-json has them all)") % {
                 "n": f"{len(report.conversations):,}"})
         if t.skipped:
-            w(output.table([pgettext("import table", "skipped kind"), pgettext("import table", "count")],
+            w(output.table([output.column("skipped kind"), output.column("count")],
                            sorted(t.skipped.items())))
         w(gettext("candidate experiences (the app's memory and custom instructions): %(new)s new, %(already)s already"
                   " there") % {"new": report.experiences_new, "already": report.experiences_already})

@@ -9,7 +9,7 @@ from contextlib import nullcontext
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
-from django.utils.translation import gettext, pgettext
+from django.utils.translation import gettext
 
 from memory.interop.kv_import import BadDump, import_kv
 from memory.interop.legacy.report import COLUMNS
@@ -59,8 +59,8 @@ class Command(BaseCommand):
             self.stdout.write(gettext("... and %(n)s more (see --report-json)") % {"n": len(report.notes) - MAX_NOTES})
         totals = report.as_dict()["total"]
         rows = [[family, *(c[col] for col in COLUMNS)] for family, c in report.rows()]
-        self.stdout.write(output.table([pgettext("import table", "family"), *map(output.column, COLUMNS)], rows,
-                                       total=[pgettext("import table", "total"), *(totals[c] for c in COLUMNS)]))
+        self.stdout.write(output.table([output.column("family"), *map(output.column, COLUMNS)], rows,
+                                       total=[output.column("total"), *(totals[c] for c in COLUMNS)]))
         self.stdout.write(output.finished(dry_run=report.dry_run))
         if opts["report_json"]:
             Path(opts["report_json"]).write_text(json.dumps(report.as_dict(), ensure_ascii=False, indent=2))

@@ -6,7 +6,7 @@ from datetime import date
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
-from django.utils.translation import gettext, ngettext, pgettext
+from django.utils.translation import gettext, ngettext, pgettext_lazy
 
 from memory.card.store import card_at, live_card
 from memory.card.validate import violations
@@ -19,7 +19,15 @@ from previously.agent.events import listening
 from previously.agent.lifecycle import run_now
 from previously.pages.slices.log_lines import known
 
-RUN_HEADERS = ("run", "status", "tool calls", "accepted", "refused", "experience changes", "seconds")
+RUN_HEADERS = (
+    pgettext_lazy("card run table", "run"),
+    pgettext_lazy("card run table", "status"),
+    pgettext_lazy("card run table", "tool calls"),
+    pgettext_lazy("card run table", "accepted"),
+    pgettext_lazy("card run table", "refused"),
+    pgettext_lazy("card run table", "experience changes"),
+    pgettext_lazy("card run table", "seconds"),
+)
 
 
 class Command(BaseCommand):
@@ -79,7 +87,7 @@ class Command(BaseCommand):
             tools_used = [s for s in run.steps if s.get("event") == "tool"]
             accepted = sum(1 for s in tools_used if s.get("accepted"))
             self.stdout.write(table(
-                [pgettext("card run table", h) for h in RUN_HEADERS],
+                [str(h) for h in RUN_HEADERS],
                 [[run.pk, run.get_status_display(), len(tools_used), accepted, len(tools_used) - accepted,
                   run.diff.split("experiences:\n", 1)[1].count("\n") + 1 if "experiences:\n" in run.diff else 0,
                   f"{(run.finished_at - run.started_at).total_seconds():.1f}" if run.started_at and run.finished_at else "—"]],
