@@ -94,15 +94,24 @@ def hand_edit_guard(experience: Experience, proof: Evidence) -> None:
     )
     if last is None or proof.newest > last.created_at:
         return
-    who = "the person" if last.actor == ExperienceHistory.Actor.USER else "an admin"
-    raise ExperienceRefused(
-        f"experience {experience.eid} was {_past(last.action)} by {who} on {last.created_at:%Y-%m-%d %H:%M} UTC; "
-        "the agent may change it only with evidence newer than that (none of the cited messages is)"
-    )
+    who = say(gettext_noop("the person") if last.actor == ExperienceHistory.Actor.USER else gettext_noop("an admin"))
+    raise ExperienceRefused(say(gettext_noop(
+        "experience %(eid)s was %(done)s by %(who)s on %(when)s UTC; the agent may change it only with evidence newer"
+        " than that (none of the cited messages is)"),
+        eid=experience.eid, done=_past(last.action), who=who, when=f"{last.created_at:%Y-%m-%d %H:%M}"))
+
+
+# What a hand change did, as the guard's refusal says it (issue 25 point 7: phrases, so the run
+# log shows them in the person's language).
+PAST = {
+    "confirm": gettext_noop("confirmed"), "edit": gettext_noop("edited"), "reject": gettext_noop("rejected"),
+    "create": gettext_noop("written"), "revalidate": gettext_noop("revalidated"),
+    "invalidate": gettext_noop("invalidated"), "restore": gettext_noop("restored"), "merge": gettext_noop("merged"),
+}
 
 
 def _past(action: str) -> str:
-    return {"confirm": "confirmed", "edit": "edited", "reject": "rejected", "create": "written"}.get(action, action + "d")
+    return say(PAST[action]) if action in PAST else action + "d"
 
 
 def _reason(run: EvolutionRun | None, why: str) -> str:
@@ -138,14 +147,27 @@ def _history(experience: Experience, *, action: str, before: dict, run, reason: 
     return row
 
 
+# Why an experience cannot be changed, one template per change (the verb is part of the
+# sentence, so each reads naturally when translated).
+NO_LONGER_TRUE = {
+    "updated": gettext_noop("experience %(eid)s is no longer true (invalidated %(day)s); it cannot be updated — propose"
+                            " a new one if the fact holds again"),
+    "merged": gettext_noop("experience %(eid)s is no longer true (invalidated %(day)s); it cannot be merged — propose"
+                           " a new one if the fact holds again"),
+    "confirmed": gettext_noop("experience %(eid)s is no longer true (invalidated %(day)s); it cannot be confirmed —"
+                              " propose a new one if the fact holds again"),
+}
+WAS_REJECTED = {
+    "updated": gettext_noop("experience %(eid)s was rejected; it cannot be updated"),
+    "merged": gettext_noop("experience %(eid)s was rejected; it cannot be merged"),
+}
+
+
 def _usable(experience: Experience, verb: str) -> None:
     if experience.invalid_at is not None:
-        raise ExperienceRefused(
-            f"experience {experience.eid} is no longer true (invalidated {experience.invalid_at:%Y-%m-%d}); "
-            f"it cannot be {verb} — propose a new one if the fact holds again"
-        )
+        raise ExperienceRefused(say(NO_LONGER_TRUE[verb], eid=experience.eid, day=f"{experience.invalid_at:%Y-%m-%d}"))
     if experience.status == Experience.Status.REJECTED and verb != "confirmed":
-        raise ExperienceRefused(f"experience {experience.eid} was rejected; it cannot be {verb}")
+        raise ExperienceRefused(say(WAS_REJECTED[verb], eid=experience.eid))
 
 
 def update_experience(

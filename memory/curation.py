@@ -11,6 +11,7 @@ from datetime import datetime
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
+from django.utils.translation import gettext_noop
 
 from memory import limits
 from memory.models import (
@@ -24,6 +25,7 @@ from memory.models import (
     Relation,
     Tombstone,
 )
+from memory.phrases import say
 
 
 def new_id(prefix: str) -> str:
@@ -147,13 +149,23 @@ def cited_messages(profile: Profile, mids: list[str], *, what: str, whose: str) 
     found = {m.mid: m for m in Message.objects.for_profile(profile).live().filter(mid__in=mids)}
     missing = [mid for mid in mids if mid not in found]
     if missing:
-        raise ExperienceRefused(
-            f"these {what} message ids do not exist in {whose} archive (or are deleted): "
-            + ", ".join(missing)
-            + ". Cite only message ids you were shown.",
-            missing_mids=missing,
-        )
+        template = MISSING_CITED.get((what, whose))
+        reason = (say(template, mids=", ".join(missing)) if template else
+                  f"these {what} message ids do not exist in {whose} archive (or are deleted): " + ", ".join(missing)
+                  + ". Cite only message ids you were shown.")
+        raise ExperienceRefused(reason, missing_mids=missing)
     return found
+
+
+# The refusal of ids not in the archive, by (what, whose): phrases, shown in the reader's language.
+MISSING_CITED = {
+    ("source", "this profile's"): gettext_noop(
+        "these source message ids do not exist in this profile's archive (or are deleted): %(mids)s. Cite only"
+        " message ids you were shown."),
+    ("evidence", "this person's"): gettext_noop(
+        "these evidence message ids do not exist in this person's archive (or are deleted): %(mids)s. Cite only"
+        " message ids you were shown."),
+}
 
 
 def propose_experience(
@@ -181,15 +193,14 @@ def propose_experience(
         raise ExperienceRefused(str(too_long)) from None
     mids = list(dict.fromkeys(m.strip() for m in source_mids or [] if m and m.strip()))
     if not title or not content:
-        raise ExperienceRefused("an experience needs a non-empty title and content")
+        raise ExperienceRefused(say(gettext_noop("an experience needs a non-empty title and content")))
     if time_certainty not in Experience.TimeCertainty.values:
-        raise ExperienceRefused(
-            f"time_certainty must be one of {', '.join(Experience.TimeCertainty.values)}"
-        )
+        raise ExperienceRefused(say(gettext_noop("time_certainty must be one of %(choices)s"),
+                                    choices=", ".join(Experience.TimeCertainty.values)))
     if actor not in ExperienceHistory.Actor.values:
-        raise ExperienceRefused(f"unknown actor {actor!r}")
+        raise ExperienceRefused(say(gettext_noop("unknown actor %(actor)s"), actor=repr(actor)))
     if not mids:
-        raise ExperienceRefused("source_mids must name at least one archived message id")
+        raise ExperienceRefused(say(gettext_noop("source_mids must name at least one archived message id")))
     found = cited_messages(profile, mids, what="source", whose="this profile's")
     with transaction.atomic():
         experience = Experience.objects.create(
@@ -254,14 +265,14 @@ def find_item(profile: Profile, item_id: str) -> Highlight | Experience | None:
 def link(*, profile: Profile, from_item, to_item, type: str) -> Relation:
     """Relate two live highlights/experiences of the same profile with one of the five types (C6)."""
     if type not in Relation.Type.values:
-        raise RelationRefused(f"type must be one of {', '.join(Relation.Type.values)}")
+        raise RelationRefused(say(gettext_noop("type must be one of %(choices)s"), choices=", ".join(Relation.Type.values)))
     for item in (from_item, to_item):
         if not isinstance(item, Highlight | Experience) or item.profile_id != profile.pk:
-            raise RelationRefused("both ends must be highlights or experiences of this profile")
+            raise RelationRefused(say(gettext_noop("both ends must be highlights or experiences of this profile")))
         if item.deleted_at is not None:
-            raise RelationRefused(f"{item.item_id} is deleted")
+            raise RelationRefused(say(gettext_noop("%(item)s is deleted"), item=item.item_id))
     if from_item == to_item:
-        raise RelationRefused("an item cannot be related to itself")
+        raise RelationRefused(say(gettext_noop("an item cannot be related to itself")))
     ends = {
         "from_highlight": from_item if isinstance(from_item, Highlight) else None,
         "from_experience": from_item if isinstance(from_item, Experience) else None,

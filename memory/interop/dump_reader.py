@@ -8,6 +8,8 @@ from typing import IO, Any
 
 from django.utils.translation import gettext
 
+from memory.phrases import json_error, shown
+
 CHUNK = 1 << 20
 _WS = " \t\r\n"
 
@@ -18,10 +20,14 @@ class DumpFormatError(Exception):
     def __init__(self, problem: str, *, key: str | None = None, offset: int | None = None):
         self.key = key
         self.problem = problem
-        where = f"at key {key!r}" if key else "at the start of the dump"
+        where = gettext("at key %(key)s") % {"key": repr(key)} if key else gettext("at the start of the dump")
         if offset is not None:
-            where += f" (character {offset})"
-        super().__init__(f"{where}: {problem}")
+            where += gettext(" (character %(n)s)") % {"n": offset}
+        super().__init__(gettext("%(where)s: %(problem)s") % {"where": where, "problem": problem})
+
+
+def _bad_json(problem: str) -> str:
+    return gettext("bad JSON: %(problem)s") % {"problem": problem}
 
 
 @dataclass(slots=True)
@@ -87,7 +93,7 @@ class _Buffer:
                 # Maybe the value runs past the window: read more and retry; at EOF it is bad.
                 if self.fill():
                     continue
-                raise DumpFormatError(f"bad JSON: {exc.msg}", key=last_key, offset=self.offset()) from None
+                raise DumpFormatError(_bad_json(shown(json_error(exc.msg))), key=last_key, offset=self.offset()) from None
             if end == len(self.text) and not self.eof:
                 # A number or literal could continue in the next chunk.
                 if self.fill():
@@ -107,9 +113,9 @@ def read_dump(fh: IO[str]) -> Iterator[DumpEntry]:
         buf.pos += 1
         yield from _read_bulk_get(buf)
     elif first == "":
-        raise DumpFormatError("the file is empty")
+        raise DumpFormatError(gettext("the file is empty"))
     else:
-        raise DumpFormatError("not a KV dump: expected a JSON array (bulk put) or object (bulk get)")
+        raise DumpFormatError(gettext("not a KV dump: expected a JSON array (bulk put) or object (bulk get)"))
 
 
 def _separator(buf: _Buffer, close: str, last_key: str | None, first: bool) -> bool:
@@ -120,12 +126,13 @@ def _separator(buf: _Buffer, close: str, last_key: str | None, first: bool) -> b
         return True
     if not first:
         if ch != ",":
-            problem = "unexpected end of file" if ch == "" else f"expected ',' or {close!r}, found {ch!r}"
-            raise DumpFormatError(f"bad JSON: {problem}", key=last_key, offset=buf.offset())
+            problem = (gettext("unexpected end of file") if ch == "" else
+                       gettext("expected ',' or %(close)s, found %(found)s") % {"close": repr(close), "found": repr(ch)})
+            raise DumpFormatError(_bad_json(problem), key=last_key, offset=buf.offset())
         buf.pos += 1
         ch = buf.skip_ws()
     if ch == "":
-        raise DumpFormatError("bad JSON: unexpected end of file", key=last_key, offset=buf.offset())
+        raise DumpFormatError(_bad_json(gettext("unexpected end of file")), key=last_key, offset=buf.offset())
     return False
 
 
@@ -147,7 +154,7 @@ def _read_bulk_put(buf: _Buffer) -> Iterator[DumpEntry]:
         item = buf.decode(decoder, last_key)
         if not isinstance(item, dict) or not isinstance(item.get("key"), str):
             raise DumpFormatError(
-                "bad entry: each item of the array must be an object with a string 'key'",
+                gettext("bad entry: each item of the array must be an object with a string 'key'"),
                 key=last_key,
                 offset=buf.offset(),
             )
@@ -179,10 +186,10 @@ def _read_bulk_get(buf: _Buffer) -> Iterator[DumpEntry]:
     while not _separator(buf, "}", last_key, first):
         first = False
         if buf.skip_ws() != '"':
-            raise DumpFormatError("bad JSON: expected a string key", key=last_key, offset=buf.offset())
+            raise DumpFormatError(_bad_json(gettext("expected a string key")), key=last_key, offset=buf.offset())
         key = buf.decode(decoder, last_key)
         if buf.skip_ws() != ":":
-            raise DumpFormatError("bad JSON: expected ':' after the key", key=key, offset=buf.offset())
+            raise DumpFormatError(_bad_json(gettext("expected ':' after the key")), key=key, offset=buf.offset())
         buf.pos += 1
         buf.skip_ws()
         raw = buf.decode(decoder, key)
@@ -213,5 +220,6 @@ def _expect_end(buf: _Buffer, last_key: str | None) -> None:
     rest = buf.text[buf.pos :].strip()
     if rest and rest != "Success!":
         raise DumpFormatError(
-            f"unexpected text after the JSON: {rest[:40]!r}", key=last_key, offset=buf.offset()
+            gettext("unexpected text after the JSON: %(text)s") % {"text": repr(rest[:40])}, key=last_key,
+            offset=buf.offset()
         )

@@ -7,6 +7,7 @@ from collections.abc import Callable
 
 from django.conf import settings
 from django.db import DatabaseError, DataError, IntegrityError
+from django.utils.translation import gettext
 
 from memory.interop.full.check import SCHEMA
 from memory.interop.full.read import (
@@ -25,7 +26,7 @@ from memory.interop.full.report import (
     ImportInterrupted,
     counts_by_kind,
 )
-from memory.interop.full.write import STEPS, Writes, start_profile, step_needed
+from memory.interop.full.write import STEPS, Writes, kind_shown, start_profile, step_needed
 from memory.interop.json_stream import BadFile
 
 
@@ -53,11 +54,11 @@ def import_full(*, data, user, dry_run: bool = False, progress: Callable[[str, i
     try:
         return _pass(export, plans, user=user, report=FullReport(), out=out, check=False, progress=progress)
     except (DatabaseError, BadExport, BadFile, KeyError, TypeError, ValueError, OverflowError) as exc:
-        raise ImportInterrupted(
-            f"The import stopped while writing {out.kind or 'the profiles'} ({exc.__class__.__name__}: {exc})."
-            f" The {out.batches:,} batches written before it are kept; the same import run again finishes it"
-            " (the data page's preview stays to apply again, the command takes the same file): it skips what is"
-            " already there and writes the rest."
+        raise ImportInterrupted(gettext(
+            "The import stopped while writing %(kind)s (%(error)s). The %(batches)s batches written before it are"
+            " kept; the same import run again finishes it (the data page's preview stays to apply again, the command"
+            " takes the same file): it skips what is already there and writes the rest.") % {
+            "kind": kind_shown(out.kind or "the profiles"), "error": f"{exc.__class__.__name__}: {exc}", "batches": f"{out.batches:,}"}
         ) from exc
 
 
@@ -93,7 +94,8 @@ def _pass(export: Export, plans: list, *, user, report: FullReport, out: Writes,
         if out.write:
             raise
         # A value the database's own constraints refuse is as malformed as a missing key.
-        raise BadExport(f"malformed export: {exc.__class__.__name__}: {exc}. Nothing was written.") from None
+        raise BadExport(gettext("malformed export: %(error)s. Nothing was written.") % {
+            "error": f"{exc.__class__.__name__}: {exc}"}) from None
     return report
 
 

@@ -12,6 +12,7 @@ from contextlib import contextmanager
 
 from django.core.management.base import CommandError
 from django.utils import translation
+from django.utils.translation import gettext, pgettext_lazy
 from rich import box
 from rich.console import Console
 from rich.progress import (
@@ -86,6 +87,44 @@ def counted[T](items: Iterable[T], callback: ProgressCallback, stage: str, *, to
         if done % every == 0:
             callback(stage, done, total)
     callback(stage, done, total or done)
+
+
+# The import tables' headings (the commands' COLUMNS and their own), as they are shown.
+COLUMNS = {
+    "family": pgettext_lazy("import table", "family"),
+    "total": pgettext_lazy("import table", "total"),
+    "read": pgettext_lazy("import table", "read"),
+    "created": pgettext_lazy("import table", "created"),
+    "existing": pgettext_lazy("import table", "existing"),
+    "merged": pgettext_lazy("import table", "merged"),
+    "duplicate": pgettext_lazy("import table", "duplicate"),
+    "tombstoned": pgettext_lazy("import table", "tombstoned"),
+    "soft_deleted": pgettext_lazy("import table", "soft_deleted"),
+    "flagged": pgettext_lazy("import table", "flagged"),
+    "errors": pgettext_lazy("import table", "errors"),
+    "kind": pgettext_lazy("import table", "kind"),
+    "conversation": pgettext_lazy("import table", "conversation"),
+    "lines": pgettext_lazy("import table", "lines"),
+    "alternatives": pgettext_lazy("import table", "alternatives"),
+    "skipped": pgettext_lazy("import table", "skipped"),
+    "images found/missing": pgettext_lazy("import table", "images found/missing"),
+    "dates": pgettext_lazy("import table", "dates"),
+    "already archived": pgettext_lazy("import table", "already archived"),
+    "kept out (deleted)": pgettext_lazy("import table", "kept out (deleted)"),
+    "new": pgettext_lazy("import table", "new"),
+    "skipped kind": pgettext_lazy("import table", "skipped kind"),
+    "count": pgettext_lazy("import table", "count"),
+}
+
+
+def column(name: str) -> str:
+    """An import table's heading (read, created, existing, …) in the interface language."""
+    return str(COLUMNS.get(name, name))
+
+
+def finished(*, dry_run: bool) -> str:
+    """An import command's last line."""
+    return gettext("dry run: nothing was written") if dry_run else gettext("import complete")
 
 
 def add_language_argument(parser) -> None:

@@ -96,35 +96,35 @@ def _slice_key(value) -> str | None:
 
 def _day(value) -> str | None:
     if not isinstance(value, str) or not DAY_KEY_RE.fullmatch(value):
-        return f"{value!r:.80} is not a date YYYY-MM-DD"
+        return gettext("%(value)s is not a date YYYY-MM-DD") % {"value": _shown(value)}
     try:
         date.fromisoformat(value)
     except ValueError:
-        return f"{value!r:.80} is not a date YYYY-MM-DD"
+        return gettext("%(value)s is not a date YYYY-MM-DD") % {"value": _shown(value)}
     return None
 
 
 def _position(value) -> str | None:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**31:
-        return f"{value!r:.80} is not a position (a whole number from 0)"
+        return gettext("%(value)s is not a position (a whole number from 0)") % {"value": _shown(value)}
     return None
 
 
 def _object(value) -> str | None:
-    return None if isinstance(value, dict) else "must be an object"
+    return None if isinstance(value, dict) else gettext("must be an object")
 
 
 def _trace(value) -> str | None:
     """A prompt trace (U4): an object whose lists of rows hold ids (mids, hids, eids) or lore
     positions, nothing else."""
     if not isinstance(value, dict):
-        return "must be an object"
+        return gettext("must be an object")
     for part in ("recalled", "highlights", "experiences"):
         if part in value and (problem := _ids(value[part])):
             return f"{part}: {problem}"
     lore = value.get("lore", [])
     if not isinstance(lore, list) or any(_position(n) for n in lore):
-        return "lore: must be a list of positions"
+        return "lore: " + gettext("must be a list of positions")
     return None
 
 
@@ -219,30 +219,36 @@ def storable(obj) -> str | None:
         if value is None:
             if may_be_null:
                 continue
-            return f"field {f.name!r} cannot be empty (null)"
+            return gettext("field %(field)s cannot be empty (null)") % {"field": repr(f.name)}
         if isinstance(value, (dict, list)):
             problem = _json_text(value)
             if problem:
-                return f"field {f.name!r}: {problem}"
+                return _field_problem(f.name, problem)
         if isinstance(value, str):
             problem = _text(value)
             if problem:
-                return f"field {f.name!r}: {problem}"
+                return _field_problem(f.name, problem)
             if f.max_length is not None and len(value) > f.max_length:
-                return f"field {f.name!r}: {len(value):,} characters, more than its {f.max_length}"
+                return _field_problem(f.name, gettext("%(length)s characters, more than its %(max)s") % {
+                    "length": f"{len(value):,}", "max": f.max_length})
             if isinstance(f, (CharField, TextField)):
                 continue
         try:
             f.run_validators(f.get_prep_value(value))
         except (ValueError, TypeError, OverflowError, ValidationError) as exc:
             reason = "; ".join(exc.messages) if isinstance(exc, ValidationError) else str(exc)
-            return f"field {f.name!r}: {value!r:.80} cannot be stored ({reason})"
+            return _field_problem(f.name, gettext("%(value)s cannot be stored (%(reason)s)") % {
+                "value": _shown(value), "reason": reason})
     for check, holds in _checks(type(obj)):
         if holds(obj) is False:
             names = dict.fromkeys(_names(check.condition))
             values = ", ".join(f"{n} {getattr(obj, obj._meta.get_field(n).attname)!r:.60}" for n in names)
-            return f"{values}: breaks the database's rule {check.name!r}"
+            return gettext("%(values)s: breaks the database's rule %(rule)s") % {"values": values, "rule": repr(check.name)}
     return None
+
+
+def _field_problem(name: str, problem: str) -> str:
+    return gettext("field %(field)s: %(problem)s") % {"field": repr(name), "problem": problem}
 
 
 @cache
@@ -309,7 +315,7 @@ def _json_text(value) -> str | None:
     jsonb refuses NUL, no database takes a lone surrogate)."""
     for item in json_strings(value):
         if problem := _text(item):
-            return f"a text inside it {problem}"
+            return gettext("a text inside it %(problem)s") % {"problem": problem}
     return None
 
 
@@ -436,11 +442,12 @@ def check_lengths(rec: dict, kind: str, where: str) -> None:
                 continue  # within every limit: the common case, one comparison
             limit = (limits.MESSAGE if (kind, name) in LONG_TEXTS
                      else PROFILE_TEXTS.get(name, limits.FIELD) if kind == "profile" else limits.FIELD)
-            _within(limit, value, f"{where}: field {name!r}")
+            _within(limit, value, gettext("%(record)s: field %(field)s") % {"record": where, "field": repr(name)})
         elif isinstance(value, (dict, list)):
             for item in json_strings(value):
                 if len(item) > shortest:
-                    _within(limits.MESSAGE, item, f"{where}: a text inside field {name!r}")
+                    _within(limits.MESSAGE, item, gettext("%(record)s: a text inside field %(field)s") % {
+                        "record": where, "field": repr(name)})
 
 
 def _within(limit: limits.TextLimit, value: str, record: str) -> None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from itertools import chain, islice
 
 from django.conf import settings
+from django.utils.translation import gettext
 
 from memory.interop.export import FORMAT, JSON_MEMBER, VERSION, VERSIONS_READ
 from memory.interop.full.check import SCHEMA, check_members, check_record
@@ -33,12 +34,14 @@ class Files:
         """The member's bytes, as the zip declares them; a refusal naming the record if the
         export does not hold it or it is damaged."""
         if self.source is None or not isinstance(member, str) or member not in self.source.members or not member:
-            raise BadExport(f"{where}: the export holds no image file {member!r:.120} (an export with images is"
-                            f" the zip the export made, holding {JSON_MEMBER} and its images). Nothing was written.")
+            raise BadExport(gettext("%(record)s: the export holds no image file %(file)s (an export with images is"
+                                    " the zip the export made, holding %(member)s and its images). Nothing was"
+                                    " written.") % {"record": where, "file": f"{member!r:.120}", "member": JSON_MEMBER})
         size, limit = self.source.member_size(member), settings.PREVIOUSLY_IMAGE_MAX_BYTES
         if size > limit:  # from the zip's directory: the member is never read
-            raise BadExport(f"{where}: the image file {member!r:.120} is {size:,} bytes; the limit is {limit:,}"
-                            " (PREVIOUSLY_IMAGE_MAX_BYTES). Nothing was written.")
+            raise BadExport(gettext("%(record)s: the image file %(file)s is %(size)s bytes; the limit is %(limit)s"
+                                    " (PREVIOUSLY_IMAGE_MAX_BYTES). Nothing was written.") % {
+                "record": where, "file": f"{member!r:.120}", "size": f"{size:,}", "limit": f"{limit:,}"})
         try:
             return self.source.read_member(member)
         except Refused as exc:
@@ -76,7 +79,8 @@ def open_export_path(path, *, name: str = "", checked: bool = False) -> ExportAr
         return ExportArchive(json=ExportFile(lambda: source.path.open("rb"), checked=checked), source=source)
     if JSON_MEMBER not in source.members:
         source.close()
-        raise BadExport(f"{source.name}: a zip export holds {JSON_MEMBER}; this zip does not. Nothing was written.")
+        raise BadExport(gettext("%(file)s: a zip export holds %(member)s; this zip does not. Nothing was written.") % {
+            "file": source.name, "member": JSON_MEMBER})
     return ExportArchive(json=ExportFile(lambda: source.open_member(JSON_MEMBER), checked=checked), files=Files(source),
                          source=source)
 
@@ -104,7 +108,7 @@ def open_export(data) -> Export:
         except BadFile as exc:
             raise BadExport(str(exc)) from None
     if not isinstance(data, dict):
-        raise BadExport(f"not a Previously export (expected format {FORMAT!r})")
+        raise BadExport(gettext("not a Previously export (expected format %(format)s)") % {"format": repr(FORMAT)})
     profiles = data.get("profiles") or []
     if not isinstance(profiles, list):
         return Export(Header(members=data, profiles=None), lambda kind: ())
@@ -128,12 +132,13 @@ def read_plans(export: Export) -> list[tuple[str, ProfilePlan]]:
     an export of this version is refused (BadExport)."""
     members = export.header.members
     if members.get("format") != FORMAT:
-        raise BadExport(f"not a Previously export (expected format {FORMAT!r})")
+        raise BadExport(gettext("not a Previously export (expected format %(format)s)") % {"format": repr(FORMAT)})
     if members.get("version") not in VERSIONS_READ or isinstance(members.get("version"), bool):
-        raise BadExport(f"export version {members.get('version')!r} is not supported (this app reads"
-                        f" {', '.join(map(str, VERSIONS_READ))}; it writes {VERSION})")
+        raise BadExport(gettext("export version %(version)s is not supported (this app reads %(read)s; it writes"
+                                " %(writes)s)") % {"version": repr(members.get("version")),
+                                                   "read": ", ".join(map(str, VERSIONS_READ)), "writes": VERSION})
     if export.header.profiles is None:
-        raise BadExport("profiles must be a list")
+        raise BadExport(gettext("profiles must be a list"))
     return [(check_members(plan.members, position), plan) for position, plan in enumerate(export.header.plans)]
 
 

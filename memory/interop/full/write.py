@@ -12,6 +12,7 @@ from itertools import islice
 
 from django.db import connection, transaction
 from django.utils import timezone
+from django.utils.translation import gettext, pgettext_lazy
 
 from memory.clock import PERIOD_IDS
 from memory.images import (
@@ -108,7 +109,8 @@ class Writes:
                         ident = next((getattr(row, f) for f in ("mid", "hid", "eid", "rid", "key", "object_id")
                                       if getattr(row, f, None)), "")
                         named = f" {ident!r:.80}" if ident else ""
-                        raise BadExport(f"profile {self.profile!r}, {kind}{named}: {problem}")
+                        record = f"{_profile_named(self.profile)}, {kind_shown(kind)}{named}"
+                        raise BadExport(gettext("%(record)s: %(problem)s") % {"record": record, "problem": problem})
             return
         self.kind = kind
         for start in range(0, len(items), self.rows):
@@ -121,7 +123,7 @@ class Writes:
                 # 100 ms: a pause as long as the batch, up to that, lets it in between two.
                 time.sleep(min(LOCK_POLL_SECONDS, time.monotonic() - began))
             if self.progress:
-                self.progress(f"writing {kind}", min(start + self.rows, len(items)), len(items))
+                self.progress(gettext("writing %(kind)s") % {"kind": kind_shown(kind)}, min(start + self.rows, len(items)), len(items))
 
     def save(self, kind: str, model, objs: list) -> None:
         self.batched(kind, objs, model.objects.bulk_create)
@@ -232,7 +234,7 @@ def start_profile(key: str, members: dict, *, user, report: FullReport, out: Wri
                 "language": members.get("language", "zh"), "proactive_enabled": members.get("proactive_enabled", True),
                 **{f: settings_[f] for f in SETTINGS_COLUMNS if settings_.get(f) is not None}}
     out.profile = key
-    avatar = _avatar(settings_.get("avatar"), files, f"profile {key!r}, settings.avatar")
+    avatar = _avatar(settings_.get("avatar"), files, f"{_profile_named(key)}, settings.avatar")
     if out.write:
         out.kind = "the profile"
         with transaction.atomic():
@@ -246,6 +248,43 @@ def start_profile(key: str, members: dict, *, user, report: FullReport, out: Wri
     return _Profile(profile=profile, key=key, report=report, out=out, files=files)
 
 
+# What the writes are named by (`Writes.kind`), as a refusal or the progress shows them: each is
+# translated in the context "import record" (the catalogue's plain "highlights" is a count's).
+KIND_NAMES = {
+    "card snapshots": pgettext_lazy("import record", "card snapshots"),
+    "evolution runs": pgettext_lazy("import record", "evolution runs"),
+    "experiences": pgettext_lazy("import record", "experiences"),
+    "favourites": pgettext_lazy("import record", "favourites"),
+    "highlights": pgettext_lazy("import record", "highlights"),
+    "legacy fragments": pgettext_lazy("import record", "legacy fragments"),
+    "legacy meta": pgettext_lazy("import record", "legacy meta"),
+    "lorebook entries": pgettext_lazy("import record", "lorebook entries"),
+    "message links": pgettext_lazy("import record", "message links"),
+    "message slices": pgettext_lazy("import record", "message slices"),
+    "messages": pgettext_lazy("import record", "messages"),
+    "proactive sends": pgettext_lazy("import record", "proactive sends"),
+    "relations": pgettext_lazy("import record", "relations"),
+    "slice log": pgettext_lazy("import record", "slice log"),
+    "slices": pgettext_lazy("import record", "slices"),
+    "the card": pgettext_lazy("import record", "the card"),
+    "the companion card": pgettext_lazy("import record", "the companion card"),
+    "the profile": pgettext_lazy("import record", "the profile"),
+    "the recall index": pgettext_lazy("import record", "the recall index"),
+    "tombstones": pgettext_lazy("import record", "tombstones"),
+    "the profiles": pgettext_lazy("import record", "the profiles"),
+}
+
+
+def kind_shown(kind: str) -> str:
+    """A write's name in the interface language (a name this module does not know as it is)."""
+    return str(KIND_NAMES.get(kind, kind))
+
+
+def _profile_named(key: str) -> str:
+    """A profile as a refusal names it: `profile 'owner'`, in the interface language."""
+    return gettext("profile %(key)s") % {"key": repr(key)}
+
+
 def _avatar(meta, files: Files, where: str):
     """The avatar's file checked and re-encoded through memory.images (never stored as given),
     before anything is written; None when the file names none."""
@@ -254,7 +293,8 @@ def _avatar(meta, files: Files, where: str):
     try:
         return prepare_avatar(files.read(meta["file"], where), name=meta.get("name") or "")
     except ImageRefused as exc:
-        raise BadExport(f"{where}: the image {meta['file']!r} is refused: {exc.reason}") from None
+        raise BadExport(gettext("%(record)s: the image %(file)s is refused: %(reason)s") % {
+            "record": where, "file": repr(meta["file"]), "reason": exc.reason}) from None
 
 
 def _profile_extras(profile: Profile, settings_: dict, avatar) -> None:
@@ -338,14 +378,15 @@ def _messages(p: _Profile, records: Iterable[dict]) -> None:
                 p.add("messages", "read")
                 if ("msg", m["mid"]) in p.tombs:
                     p.add("messages", "tombstoned")
-                    p.report.notes.append(f"{p.key}: message {m['mid']} is tombstoned; skipped")
+                    p.report.notes.append(gettext("%(profile)s: message %(mid)s is tombstoned; skipped") % {
+                        "profile": p.key, "mid": m["mid"]})
                     continue
                 if m["mid"] in p.mids:
                     p.add("messages", "existing")
                     continue
                 obj = _message(p.profile, m)
                 obj.attachment = _attachment(p, obj, m.get("attachment"),
-                                             f"profile {p.key!r}, messages[{n}] ({obj.mid!r})", files)
+                                             f"{_profile_named(p.key)}, messages[{n}] ({obj.mid!r})", files)
                 p.mids.added.add(obj.mid)
                 p.add("messages", "created")
                 if m.get("reply_of") or m.get("prompt_trace"):
@@ -419,7 +460,8 @@ def _attachment(p: _Profile, obj: Message, meta, where: str, written: list):
     try:
         checked = check_image(p.files.read(meta["file"], where), name=meta.get("name") or "")
     except ImageRefused as exc:
-        raise BadExport(f"{where}: the image {meta['file']!r} is refused: {exc.reason}") from None
+        raise BadExport(gettext("%(record)s: the image %(file)s is refused: %(reason)s") % {
+            "record": where, "file": repr(meta["file"]), "reason": exc.reason}) from None
     if not p.out.write:
         return {k: v for k, v in meta.items() if k != "file"}
     attachment, paths = save_image_files(profile_id=p.profile.pk, mid=obj.mid, checked=checked)

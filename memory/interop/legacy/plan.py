@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from django.utils.translation import gettext, gettext_noop
+
 from memory.hashing import content_hash
 from memory.interop import legacy_shapes as shapes
 from memory.interop.legacy.kinds import FRAGMENT_KINDS, SPEAKERS, Record
@@ -31,6 +33,7 @@ from memory.models import (
 )
 from memory.models.archive import LEGACY_V0_PREFIX, legacy_readable
 from memory.models.deletion import tombstone_expiry
+from memory.phrases import say
 
 # "Timestamps within a few seconds" (rules 1 and 4).
 MATCH_WINDOW_MS = 5_000
@@ -215,7 +218,7 @@ def _plan_meta(plan: Plan, rec: Record, report: Report) -> None:
     (p.meta if p is not None else plan.global_meta).append(meta)
     report.add("meta", "created")
     if not rec.key.startswith("meta_lastTs:"):
-        report.note(f"meta key kept verbatim: {rec.key}")
+        report.note(gettext("meta key kept verbatim: %(key)s") % {"key": rec.key})
 
 
 def _meta_metadata(kv: dict) -> Any:
@@ -311,7 +314,7 @@ class _Lines:
         self.msgs.append(rec)
         if mid in self.seen_mids:
             report.add("msg", "duplicate")
-            report.note(f"duplicate key for message {mid}: {rec.key}")
+            report.note(gettext("duplicate key for message %(mid)s: %(key)s") % {"mid": mid, "key": rec.key})
             return
         self.seen_mids.add(mid)
         if tombstoned:
@@ -442,8 +445,9 @@ class _Lines:
         """P3: with MEM_READ_LEGACY=0, say how many new lines from mem_ records are kept aside."""
         kept_aside = sum(1 for m in self.p.messages if m.legacy_key.startswith(LEGACY_V0_PREFIX))
         if kept_aside and not legacy_readable():
-            self.report.note(f"profile {self.p.key}: MEM_READ_LEGACY=0 — {kept_aside} line(s) from mem_ records kept aside:"
-                             " stored, but neither recalled nor shown until MEM_READ_LEGACY=1 (SPEC P3)")
+            self.report.note(gettext("profile %(key)s: MEM_READ_LEGACY=0 — %(n)s line(s) from mem_ records kept aside:"
+                                     " stored, but neither recalled nor shown until MEM_READ_LEGACY=1 (SPEC P3)") % {
+                "key": self.p.key, "n": kept_aside})
 
     def note_unmatched(self, *, has_fragments: bool) -> None:
         if not (self.planned and has_fragments):
@@ -455,7 +459,8 @@ class _Lines:
             if t.claims == 0 and not t.tombstoned and t.mid in self.planned
         )
         if unmatched:
-            self.report.note(f"profile {self.p.key}: {unmatched} msg: records had no mem: fragment (normal after v2)")
+            self.report.note(gettext("profile %(key)s: %(n)s msg: records had no mem: fragment (normal after v2)") % {
+                "key": self.p.key, "n": unmatched})
 
 
 def nearest(twins: list[Twin], ts: int) -> Twin | None:
@@ -525,9 +530,10 @@ def _plan_highlights(records: list[Record], plan: Plan, report: Report, contents
         content = contents.get((rec.profile, mid))
         flagged = ""
         if content is None:
-            flagged = f"message {mid} is missing" + (" (hard-deleted)" if ("msg", mid) in p.existing.tombs else "")
+            flagged = say(gettext_noop("message %(mid)s is missing (hard-deleted)") if ("msg", mid) in p.existing.tombs
+                          else gettext_noop("message %(mid)s is missing"), mid=mid)
         elif c.content not in content:
-            flagged = f"text not found verbatim in message {mid}"
+            flagged = say(gettext_noop("text not found verbatim in message %(mid)s"), mid=mid)
         hl = Highlight(
             hid=rec.rid,
             mid=mid,
@@ -544,7 +550,7 @@ def _plan_highlights(records: list[Record], plan: Plan, report: Report, contents
 def _flaggable(rec: Record, flagged: str) -> dict:
     """The fields every flaggable legacy row (highlight, experience, relation) carries alike:
     its soft delete, the rule-6 flag, and where it came from."""
-    return {"deleted_at": rec.cols.deleted_at, "flagged": flagged, "legacy_key": rec.key, "legacy_extra": rec.extra}
+    return {"deleted_at": rec.cols.deleted_at, "flagged": str(flagged), "legacy_key": rec.key, "legacy_extra": rec.extra}
 
 
 def _plan_experiences(records: list[Record], plan: Plan, report: Report) -> None:
@@ -559,7 +565,9 @@ def _plan_experiences(records: list[Record], plan: Plan, report: Report) -> None
         c = rec.cols
         mids = list(dict.fromkeys(c.source_mids))
         missing = [m for m in mids if m not in known_mids[rec.profile]]
-        flagged = f"source messages missing: {', '.join(missing)}"[:200] if missing else ""
+        flagged = say(gettext_noop("source messages missing: %(mids)s"), mids=", ".join(missing)) if missing else ""
+        if len(flagged) > 200:
+            flagged = flagged[:200]  # the column's length: the cut English text (and the note says it so)
         exp = Experience(
             eid=rec.rid,
             title=c.title,
@@ -586,7 +594,7 @@ def _plan_relations(records: list[Record], plan: Plan, report: Report) -> None:
         c = rec.cols
         ex = p.existing
         missing = [e for e in (c.from_id, c.to_id) if e not in ex.hids and e not in ex.eids]
-        flagged = f"missing end: {', '.join(missing)}" if missing else ""
+        flagged = say(gettext_noop("missing end: %(ids)s"), ids=", ".join(missing)) if missing else ""
         rel = Relation(
             rid=rec.rid,
             type=c.type,

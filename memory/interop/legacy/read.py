@@ -75,7 +75,8 @@ class Profiles:
                 self.canonical[segment] = segment
             if valid:
                 return self.canonical[segment]  # one string per profile, not one per record
-        self.report.note(f"profile fallback: {key}: profile {segment!r} is not a valid key; imported under 'owner'")
+        self.report.note(gettext("profile fallback: %(key)s: profile %(segment)s is not a valid key; imported under"
+                                 " 'owner'") % {"key": key, "segment": repr(segment)})
         return DEFAULT_PROFILE_KEY
 
 

@@ -3,6 +3,10 @@
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from django.utils.translation import gettext
+
+from memory.phrases import shown
+
 FAMILIES = ("tomb", "msg", "mem", "mem_", "hl", "exp", "rel", "meta", "unknown")
 COLUMNS = (
     "read",
@@ -58,7 +62,7 @@ class Report:
             counts["soft_deleted"] += 1
         if flagged:
             counts["flagged"] += 1
-            self.notes.append(f"flagged {key}: {flagged}")
+            self.notes.append(gettext("flagged %(key)s: %(flag)s") % {"key": key, "flag": shown(flagged)})
 
     def rows(self) -> list[tuple[str, dict]]:
         return [(f, c) for f, c in self.counts.items() if any(c.values())]

@@ -4,6 +4,7 @@ anything is written, then written in short batches (re-running finishes an inter
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
+from django.utils.translation import gettext
 
 from memory.interop.full_import import (
     COLUMNS,
@@ -23,12 +24,17 @@ class Command(BaseCommand):
         parser.add_argument("path", help="The export file (written by export_full --format json: a JSON file, or a zip with images).")
         parser.add_argument("--dry-run", action="store_true", help="Show the counts per kind; write nothing.")
         parser.add_argument("--user", help="Owner of the imported profiles (default: the first superuser).")
+        output.add_language_argument(parser)
 
     def handle(self, *args, **opts):
+        with output.in_language(opts["language"]):
+            self._import(opts)
+
+    def _import(self, opts):
         user = resolve_user(opts["user"], returncode=2)
         path = Path(opts["path"])
         if not path.is_file():
-            raise CommandError(f"export file {str(path)!r} not found", returncode=2)
+            raise CommandError(gettext("export file %(path)s not found") % {"path": repr(str(path))}, returncode=2)
         try:
             with open_export_path(path, name=str(path)) as export, output.progress(self.stderr) as progress:
                 report = import_full(data=export, user=user, dry_run=opts["dry_run"], progress=progress)
@@ -38,5 +44,5 @@ class Command(BaseCommand):
             raise CommandError(f"{path}: {exc}", returncode=1) from None
         for note in report.notes:
             self.stdout.write(note)
-        self.stdout.write(output.table(["kind", *COLUMNS], report.rows()))
-        self.stdout.write("dry run: nothing was written" if report.dry_run else "import complete")
+        self.stdout.write(output.table([output.column("kind"), *map(output.column, COLUMNS)], report.rows()))
+        self.stdout.write(output.finished(dry_run=report.dry_run))

@@ -9,6 +9,7 @@ from pathlib import Path
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError
+from django.utils.translation import gettext
 
 from memory.interop.character_card import is_character_card
 from memory.interop.history import HistoryImport, Refused, apply
@@ -17,6 +18,9 @@ from memory.interop.history.shapes import APPS
 from memory.management import output
 from memory.management.profiles import resolve_user
 from memory.models.archive import PROFILE_KEY_RE
+
+HEADERS = ("conversation", "lines", "alternatives", "skipped", "images found/missing", "dates", "already archived",
+           "kept out (deleted)", "new")
 
 
 class Command(BaseCommand):
@@ -30,15 +34,21 @@ class Command(BaseCommand):
                             help="Which app made the file ('card': a SillyTavern character card).")
         parser.add_argument("--dry-run", action="store_true", help="Show what would be imported; write nothing.")
         parser.add_argument("--report-json", help="Also write the report as JSON to this file.")
+        output.add_language_argument(parser)
 
     def handle(self, *args, **opts):
+        with output.in_language(opts["language"]):
+            self._import(opts)
+
+    def _import(self, opts):
         user = resolve_user(opts["user"], returncode=2)
         path = Path(opts["path"])
         if not path.is_file():
-            raise CommandError(f"{path}: file not found", returncode=2)
+            raise CommandError(gettext("%(path)s: file not found") % {"path": path}, returncode=2)
         key = opts["profile"]
         if key is not None and not PROFILE_KEY_RE.fullmatch(key):
-            raise CommandError(f"--profile {key!r}: a key is 1-32 characters of a-z, 0-9, '_' or '-'", returncode=2)
+            raise CommandError(gettext("--profile %(key)s: a key is 1-32 characters of a-z, 0-9, '_' or '-'") % {
+                "key": repr(key)}, returncode=2)
         if opts["format"] == "card" or (opts["format"] == "auto" and is_character_card(path)):
             call_command("import_character_card", str(path), user=user.get_username(), profile=key,
                          dry_run=opts["dry_run"], report_json=opts["report_json"],
@@ -49,18 +59,21 @@ class Command(BaseCommand):
                     output.progress(self.stderr) as progress:
                 report = imp.preview(progress=progress) if opts["dry_run"] else apply(imp, progress=progress)
         except Refused as exc:
-            raise CommandError(f"refused: {exc} Nothing was written.", returncode=1) from None
+            raise CommandError(gettext("refused: %(reason)s Nothing was written.") % {"reason": exc}, returncode=1) from None
         except DatabaseError as exc:
-            raise CommandError(f"{path}: the import stopped ({exc.__class__.__name__}: {exc}). What was written is"
-                               " kept; run the same import again to finish it.", returncode=1) from None
+            raise CommandError(gettext("%(path)s: the import stopped (%(error)s). What was written is kept; run the same"
+                                       " import again to finish it.") % {
+                "path": path, "error": f"{exc.__class__.__name__}: {exc}"}, returncode=1) from None
         self._print(report)
         if opts["report_json"]:
             Path(opts["report_json"]).write_text(json.dumps(report.as_json(), ensure_ascii=False, indent=1))
 
     def _print(self, report) -> None:
         w = self.stdout.write
-        w(f"{report.file}: {APP_NAMES[report.app]} export, {len(report.conversations):,} conversations"
-          f" -> companion {report.profile!r}{'' if report.profile_exists else ' (new)'}")
+        w((gettext("%(file)s: %(app)s export, %(n)s conversations -> companion %(profile)s") if report.profile_exists
+           else gettext("%(file)s: %(app)s export, %(n)s conversations -> companion %(profile)s (new)")) % {
+            "file": report.file, "app": APP_NAMES[report.app], "n": f"{len(report.conversations):,}",
+            "profile": repr(report.profile)})
         rows = [(c.title or c.key)[:48] for c in report.conversations[:20]]
         conv_rows = [
             (title, c.lines, c.alternatives, sum(c.skipped.values()), f"{c.images_found}/{c.images_missing}",
@@ -68,21 +81,23 @@ class Command(BaseCommand):
             for title, c in zip(rows, report.conversations[:20], strict=False)
         ]
         t = report.total()
-        headers = ["conversation", "lines", "alternatives", "skipped", "images found/missing", "dates",
-                   "already archived", "kept out (deleted)", "new"]
-        total = ["total", t.lines, t.alternatives, sum(t.skipped.values()), f"{t.images_found}/{t.images_missing}",
+        headers = [output.column(h) for h in HEADERS]
+        total = [output.column("total"), t.lines, t.alternatives, sum(t.skipped.values()), f"{t.images_found}/{t.images_missing}",
                  _span(t), t.already, t.tombstoned, t.new]
         w(output.table(headers, conv_rows, total=total))
         if len(report.conversations) > 20:
-            w(f"(the first 20 of {len(report.conversations):,} conversations; --report-json has them all)")
+            w(gettext("(the first 20 of %(n)s conversations; --report-json has them all)") % {
+                "n": f"{len(report.conversations):,}"})
         if t.skipped:
-            w(output.table(["skipped kind", "count"], sorted(t.skipped.items())))
-        w(f"candidate experiences (the app's memory and custom instructions): {report.experiences_new} new,"
-          f" {report.experiences_already} already there")
+            w(output.table([output.column("skipped kind"), output.column("count")],
+                           sorted(t.skipped.items())))
+        w(gettext("candidate experiences (the app's memory and custom instructions): %(new)s new, %(already)s already"
+                  " there") % {"new": report.experiences_new, "already": report.experiences_already})
         if report.dry_run:
-            w("dry run: nothing was written")
+            w(output.finished(dry_run=True))
         else:
-            w(f"import complete: {report.written:,} messages written in {report.slices:,} new slices")
+            w(gettext("import complete: %(n)s messages written in %(slices)s new slices") % {
+                "n": f"{report.written:,}", "slices": f"{report.slices:,}"})
 
 
 def _span(c) -> str:

@@ -9,6 +9,7 @@ from contextlib import nullcontext
 from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
+from django.utils.translation import gettext
 
 from memory.interop.kv_import import BadDump, import_kv
 from memory.interop.legacy.report import COLUMNS
@@ -39,7 +40,8 @@ class Command(BaseCommand):
         user = resolve_user(opts["user"], returncode=2)
         path = opts["dump"]
         if path != "-" and not Path(path).is_file():
-            raise CommandError(f"dump file {path!r} not found; pass the path of a KV dump", returncode=2)
+            raise CommandError(gettext("dump file %(path)s not found; pass the path of a KV dump") % {"path": repr(path)},
+                               returncode=2)
         try:
             with nullcontext(sys.stdin) if path == "-" else open(path, encoding="utf-8") as fh:
                 with output.progress(self.stderr) as progress:
@@ -49,14 +51,16 @@ class Command(BaseCommand):
         except BadDump as exc:
             raise CommandError(str(exc), returncode=1) from None
         except UnicodeDecodeError as exc:
-            raise CommandError(f"the dump is not UTF-8 text ({exc}). Nothing was written.", returncode=1) from None
+            raise CommandError(gettext("the dump is not UTF-8 text (%(error)s). Nothing was written.") % {"error": exc},
+                               returncode=1) from None
         for note in report.notes[:MAX_NOTES]:
             self.stdout.write(note)
         if len(report.notes) > MAX_NOTES:
-            self.stdout.write(f"... and {len(report.notes) - MAX_NOTES} more (see --report-json)")
+            self.stdout.write(gettext("... and %(n)s more (see --report-json)") % {"n": len(report.notes) - MAX_NOTES})
         totals = report.as_dict()["total"]
         rows = [[family, *(c[col] for col in COLUMNS)] for family, c in report.rows()]
-        self.stdout.write(output.table(["family", *COLUMNS], rows, total=["total", *(totals[c] for c in COLUMNS)]))
-        self.stdout.write("dry run: nothing was written" if report.dry_run else "import complete")
+        self.stdout.write(output.table([output.column("family"), *map(output.column, COLUMNS)], rows,
+                                       total=[output.column("total"), *(totals[c] for c in COLUMNS)]))
+        self.stdout.write(output.finished(dry_run=report.dry_run))
         if opts["report_json"]:
             Path(opts["report_json"]).write_text(json.dumps(report.as_dict(), ensure_ascii=False, indent=2))

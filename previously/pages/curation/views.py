@@ -43,6 +43,7 @@ from memory.models import (
 )
 from memory.models.archive import PROFILE_KEY_RE
 from memory.models.curation import ExperienceStateError
+from memory.phrases import shown
 from previously.pages.curation.forms import (
     ExperienceEditForm,
     ExperienceForm,
@@ -309,7 +310,7 @@ def experience_list(request, profile_key):
                     confirm=data["confirm"],
                 )
             except ExperienceRefused as refused:
-                form.add_error("source_mids" if refused.missing_mids else None, refused.reason)
+                form.add_error("source_mids" if refused.missing_mids else None, shown(refused.reason))
             else:
                 flash.success(request, gettext("Experience recorded."))
                 return redirect("curation:experiences", profile.key)
@@ -437,7 +438,7 @@ def relation_list(request, profile_key):
                 type=data["type"],
             )
         except RelationRefused as refused:
-            form.add_error(None, refused.reason)
+            form.add_error(None, shown(refused.reason))
         else:
             flash.success(request, gettext("Relation added."))
             return redirect("curation:relations", profile.key)

@@ -8,7 +8,7 @@ shown as it wrote it; an entry of a kind this module does not know keeps its sto
 
 from django.utils.translation import gettext, gettext_lazy, pgettext_lazy
 
-from memory.models import EvolutionRun, SliceLogEntry
+from memory.models import EvolutionRun, Slice, SliceLogEntry
 from memory.phrases import shown
 
 # Fixed English texts the agent stores (skip reasons, run errors, tool verdicts), as the page
@@ -50,6 +50,9 @@ def log_line(entry: SliceLogEntry) -> str:
         return _analyzer(entry, d, event)
     if entry.kind == SliceLogEntry.Kind.EVOLUTION:
         return _evolution(entry, d, event)
+    if event == "closed":
+        reason = dict(Slice.CloseReason.choices).get(d.get("reason"), d.get("reason", ""))
+        return gettext("slice closed (%(reason)s)") % {"reason": reason}
     if event == "cache_break":
         return gettext("Injected card re-rendered: %(reason)s") % {"reason": known(d.get("reason", ""))}
     return entry.summary

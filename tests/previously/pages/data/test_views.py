@@ -109,13 +109,14 @@ def test_upload_of_a_non_export_is_refused_with_a_message(client, profile, stora
 
 
 def test_a_refused_import_is_explained_in_the_persons_language(client, profile, storage):
-    """The lead sentence is translated; the checker's detail names the record as it is."""
+    """The lead sentence is translated, and so is the checker's detail (issue 25 point 7, U-series)."""
     client.force_login(profile.user)
     response = client.post(reverse("data_import_preview"), {"export": _upload({"format": "nope"})},
                            HTTP_ACCEPT_LANGUAGE="zh-hans")
     page = response.content.decode()
     assert response.status_code == 400
-    assert "无法导入此文件；没有写入任何内容。" in page and "not a Previously export" in page
+    assert "无法导入此文件；没有写入任何内容。" in page and "这不是 Previously 的导出文件" in page
+    assert "not a Previously export" not in page
     response = client.post(reverse("data_import_preview"), {}, HTTP_ACCEPT_LANGUAGE="zh-hans")
     assert "请选择要上传的导出文件。" in response.content.decode()
 

@@ -9,10 +9,12 @@ from django.utils import translation
 
 from memory.consolidation import update_experience
 from memory.curation import ExperienceRefused
-from memory.models import EvolutionRun, SliceLogEntry
+from memory.models import EvolutionRun, Slice, SliceLogEntry
 from memory.phrases import shown
+from memory.slices import on_closed
 from previously.agent.evolve import create_run, execute_run
 from previously.agent.tools import REGISTRY
+from previously.pages.slices.log_lines import log_line
 from tests.llm_server import Turn
 from tests.previously.agent.helpers import make_slice
 from tests.previously.pages.test_zh_pages import english
@@ -91,3 +93,17 @@ def test_an_experience_refusal_reads_in_chinese_and_stays_english_for_the_model(
     assert str(reason).startswith(("no experience 'exp_不存在' for this person", "name the experience by its id"))
     with translation.override("zh-hans"):
         assert english(shown(reason)) - NAMES - {"exp_"} == set(), shown(reason)
+
+
+def test_a_closed_slices_note_reads_in_chinese(client, user, profile):
+    """Issue 25 point 7 (U-series): the slice log's "slice closed (…)" note was shown as stored,
+    in English, on a Chinese slice page; in English it reads as before."""
+    slice_ = make_slice(profile, lines=[("user", "晚安")])
+    slice_.close_reason = Slice.CloseReason.NEW_CONVERSATION
+    on_closed(slice_)  # (make_slice gives a slice already ended)
+    entry = SliceLogEntry.objects.get(slice=slice_, data__event="closed")
+    assert entry.summary == "slice closed (new conversation)"
+    assert log_line(entry) == "slice closed (new conversation)"
+    client.force_login(user)
+    page = client.get(reverse("slice", args=[slice_.key]), headers={"accept-language": "zh-hans"}).content.decode()
+    assert "对话片段已结束（" in page and "slice closed" not in page
