@@ -185,7 +185,7 @@ TUNABLES: dict[str, Tunable] = {
     # Lines a history import writes per transaction (S4): each batch is one insert, one read-back
     # and one recall-index update, ~0.1 s at 1000 on this machine; fewer means more batches.
     "PREVIOUSLY_HISTORY_BATCH_ROWS": Tunable(1000, minimum=1),
-    "PREVIOUSLY_IMPORT_BATCH_ROWS": Tunable(200, minimum=1),
+    "PREVIOUSLY_IMPORT_BATCH_ROWS": Tunable(500, minimum=1),
     "PREVIOUSLY_IMPORT_PREVIEW_HOURS": Tunable(6, minimum=1),
     # Threads per process for the chat's database calls on PostgreSQL (previously/chat/db.py).
     "PREVIOUSLY_DB_THREADS": Tunable(4, minimum=1),
