@@ -383,30 +383,33 @@ def check_members(pdata, position: int) -> str:
         if name == "settings" and value.get("avatar") is not None and (problem := _image(value["avatar"])):
             raise BadExport(gettext("%(record)s: field %(field)s: %(problem)s") % {
                 "record": f"{profile}, settings", "field": "'avatar'", "problem": problem})
-        check_lengths(value, name, f"{profile}, {name}")
-    check_lengths({k: v for k, v in pdata.items() if k not in SCHEMA}, "profile", profile)
+        check_lengths(value, name, lambda name=name: f"{profile}, {name}")
+    check_lengths({k: v for k, v in pdata.items() if k not in SCHEMA}, "profile", lambda: profile)
     return key
 
 
 def check_record(kind: str, n: int, rec, key: str) -> None:
-    """Refuse record `n` of the profile `key`'s list `kind` if it is bad, naming it and its field."""
-    where = gettext("%(profile)s, %(kind)s[%(n)s]") % {
-        "profile": gettext("profile %(key)s") % {"key": repr(key)}, "kind": kind, "n": n}
+    """Refuse record `n` of the profile `key`'s list `kind` if it is bad, naming it and its field
+    (the name is made only for a refusal: two translations a record were a tenth of a preview,
+    issue 24 point 6)."""
+    def where() -> str:
+        named = gettext("%(profile)s, %(kind)s[%(n)s]") % {
+            "profile": gettext("profile %(key)s") % {"key": repr(key)}, "kind": kind, "n": n}
+        ident = next((rec[f] for f in IDENT_FIELDS if isinstance(rec.get(f), str)), None) if isinstance(rec, dict) else None
+        return named if ident is None else f"{named} ({_shown(ident)})"
+
     if not isinstance(rec, dict):
-        raise BadExport(gettext("%(record)s is not an object") % {"record": where})
-    ident = next((rec[f] for f in IDENT_FIELDS if isinstance(rec.get(f), str)), None)
-    if ident is not None:
-        where += f" ({_shown(ident)})"
+        raise BadExport(gettext("%(record)s is not an object") % {"record": where()})
     for name, (required, check) in SCHEMA[kind].items():
         if name not in rec:
             if required:
                 raise BadExport(gettext("%(record)s: the field %(field)s is missing") % {
-                    "record": where, "field": repr(name)})
+                    "record": where(), "field": repr(name)})
             continue
         problem = check(rec[name])
         if problem:
             raise BadExport(gettext("%(record)s: field %(field)s: %(problem)s") % {
-                "record": where, "field": repr(name), "problem": problem})
+                "record": where(), "field": repr(name), "problem": problem})
     check_lengths(rec, kind, where)
 
 
@@ -432,9 +435,9 @@ LONG_TEXTS = {
 PROFILE_TEXTS = {"persona": limits.PERSONA}
 
 
-def check_lengths(rec: dict, kind: str, where: str) -> None:
-    """Refuse the record's first string over its limit, naming the record, the field, the limit
-    and its setting (limits.TextTooLong's words)."""
+def check_lengths(rec: dict, kind: str, where: Callable[[], str]) -> None:
+    """Refuse the record's first string over its limit, naming the record (`where()`), the
+    field, the limit and its setting (limits.TextTooLong's words)."""
     shortest = limits.FIELD.chars
     for name, value in rec.items():
         if isinstance(value, str):
@@ -442,12 +445,12 @@ def check_lengths(rec: dict, kind: str, where: str) -> None:
                 continue  # within every limit: the common case, one comparison
             limit = (limits.MESSAGE if (kind, name) in LONG_TEXTS
                      else PROFILE_TEXTS.get(name, limits.FIELD) if kind == "profile" else limits.FIELD)
-            _within(limit, value, gettext("%(record)s: field %(field)s") % {"record": where, "field": repr(name)})
+            _within(limit, value, gettext("%(record)s: field %(field)s") % {"record": where(), "field": repr(name)})
         elif isinstance(value, (dict, list)):
             for item in json_strings(value):
                 if len(item) > shortest:
                     _within(limits.MESSAGE, item, gettext("%(record)s: a text inside field %(field)s") % {
-                        "record": where, "field": repr(name)})
+                        "record": where(), "field": repr(name)})
 
 
 def _within(limit: limits.TextLimit, value: str, record: str) -> None:
