@@ -213,7 +213,7 @@ def scenario(name: str, *, n: int, turns: int, processes: int, database_url: str
                                "PREVIOUSLY_TURN_ANALYZER_MODEL": "0", "PREVIOUSLY_LOG_LEVEL": "WARNING",
                                # production settings, but plain http: loopback has no TLS proxy
                                "DJANGO_DEBUG": "0", "DJANGO_SECURE_SSL_REDIRECT": "0", "DJANGO_SECURE_COOKIES": "0"})
-            stack.manage("migrate", "--noinput")
+            stack.migrate()
             stack.manage("shell", "-c", SETUP.format(n=max(n, evolutions)))
             with stack:
                 out = asyncio.run(drive(stack, n, turns, evolutions, pace))

@@ -4,15 +4,50 @@ django-tasks-db worker, on the database and channel layer the URLs name. Used by
 Every process is a child of this one, on a free 127.0.0.1 port, and is stopped by stop()."""
 
 import argparse
+import fcntl
+import hashlib
 import os
+import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import time
+from contextlib import closing
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+# Migrated empty SQLite databases, one per state of the migrations (`migrated_sqlite`).
+TEMPLATES = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "previously" / "migrated"
+
+
+def migrated_sqlite(env: dict) -> Path:
+    """An empty SQLite database with every migration applied, made once per state of the
+    migrations and of Django (a migrate is 8-15 s of a test module's set-up on 2 cores, issue 25
+    point 4); callers copy it. Made under a lock, so parallel test workers make it once."""
+    digest = hashlib.sha256()
+    for path in sorted(ROOT.glob("*/migrations/*.py")):
+        digest.update(path.relative_to(ROOT).as_posix().encode() + b"\0" + path.read_bytes())
+    digest.update((ROOT / "requirements" / "lock.txt").read_bytes() + sys.version.encode())  # Django's and apps' own
+    template = TEMPLATES / f"{digest.hexdigest()[:20]}.sqlite3"
+    TEMPLATES.mkdir(parents=True, exist_ok=True)
+    with open(TEMPLATES / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not template.exists():
+            scratch = TEMPLATES / f"making-{os.getpid()}"
+            shutil.rmtree(scratch, ignore_errors=True)
+            scratch.mkdir()
+            out = subprocess.run([sys.executable, "manage.py", "migrate", "--noinput"], cwd=ROOT, capture_output=True,
+                                 text=True, env={**{k: v for k, v in env.items() if k != "DATABASE_URL"}, "PREVIOUSLY_VAR_DIR": str(scratch)})
+            if out.returncode:
+                raise RuntimeError(f"manage.py migrate failed:\n{out.stdout}\n{out.stderr}")
+            made = scratch / "previously.sqlite3"
+            with closing(sqlite3.connect(made)) as db:  # all of it in the one file (WAL mode)
+                db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            os.replace(made, template)
+            shutil.rmtree(scratch)
+    return template
 
 
 def free_port() -> int:
@@ -56,6 +91,7 @@ class Stack:
                 del self.env[key]
         self.ports: list[int] = []
         self.procs: list[subprocess.Popen] = []
+        self.migrated = False
 
     def manage(self, *args: str, input: str | None = None, timeout: float = 300) -> str:
         out = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=self.env, input=input,
@@ -71,9 +107,20 @@ class Stack:
         self.procs.append(proc)
         return proc
 
-    def start(self) -> "Stack":
+    def migrate(self) -> None:
+        """Bring the database up to date, once: a new SQLite database in var/ is a copy of one
+        migrated before (`migrated_sqlite`)."""
+        if self.migrated:
+            return
         self.var_dir.mkdir(parents=True, exist_ok=True)
-        self.manage("migrate", "--noinput")
+        if self.env.get("DATABASE_URL") or (self.var_dir / "previously.sqlite3").exists():
+            self.manage("migrate", "--noinput")
+        else:
+            shutil.copyfile(migrated_sqlite(self.env), self.var_dir / "previously.sqlite3")
+        self.migrated = True
+
+    def start(self) -> "Stack":
+        self.migrate()
         for n in range(self.processes):
             port = free_port()
             # previously.server: Daphne with request bodies bounded before parsing (S4).

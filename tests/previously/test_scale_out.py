@@ -67,7 +67,7 @@ def test_evolution_progress_from_the_worker_reaches_a_page_on_another_process(da
                   env={"PREVIOUSLY_LLM_BASE_URL": llm.base_url, "PREVIOUSLY_LLM_MODEL": "fake-model",
                        "PREVIOUSLY_TURN_ANALYZER_MODEL": "0"})
     try:
-        stack.manage("migrate", "--noinput")
+        stack.migrate()
         stack.manage("shell", "-c", SETUP)
         stack.start()
         a, b = (f"http://127.0.0.1:{p}" for p in stack.ports)
