@@ -22,6 +22,7 @@ person's login page from 8 ms to a median of 20-30 ms and a maximum of 150-300 m
 import asyncio
 import hashlib
 import json
+import os
 import subprocess
 import sys
 import threading
@@ -59,6 +60,9 @@ _cache = ByteLRU(CACHE_BYTES)
 PROCESS_CHARS = 2000
 _renderer: dict[str, subprocess.Popen] = {}  # "process": previously.chat.render_worker
 _renderer_lock = threading.Lock()
+# A forked process (a test's live server) starts a helper of its own: two processes asking one
+# helper over the same pipes would read each other's answers.
+os.register_at_fork(after_in_child=_renderer.clear)
 
 
 def _link_open(self, tokens, idx, options, env):

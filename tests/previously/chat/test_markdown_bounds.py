@@ -69,6 +69,18 @@ def test_a_dead_helper_process_is_replaced_and_an_error_is_met_here():
     assert markdown._renderer["process"].poll() is None  # the helper said so and lives on
 
 
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+def test_a_forked_process_starts_a_helper_of_its_own():
+    """Two processes asking one helper over the same pipes would read each other's answers."""
+    text = _long_reply()
+    markdown.render_markdown(text)
+    pid = os.fork()
+    if pid == 0:  # the child: no helper of the parent's
+        os._exit(0 if "process" not in markdown._renderer else 1)
+    assert os.waitpid(pid, 0)[1] == 0
+    assert markdown._renderer["process"].poll() is None  # the parent's is untouched
+
+
 def test_a_text_is_rendered_once_and_the_cache_is_bounded_in_bytes(monkeypatch):
     calls = []
     real = markdown.render_markdown
