@@ -13,13 +13,20 @@ not returned: a caller that needs them reads them back by a unique key.
 """
 
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from operator import attrgetter
 from typing import Any
 
+from django.conf import settings
 from django.db import connections, models
 
 CHUNK = 5000
+
+
+def _utc_text(conn) -> bool:
+    """The backend stores an aware datetime as the text of its naive UTC value (SQLite with
+    USE_TZ and the connection in UTC): `str(value)` of a UTC datetime less its "+00:00"."""
+    return conn.vendor == "sqlite" and settings.USE_TZ and conn.timezone_name == "UTC"
 
 
 def _converter(field: models.Field, conn) -> Callable[[Any], Any] | None:
@@ -27,9 +34,19 @@ def _converter(field: models.Field, conn) -> Callable[[Any], Any] | None:
     prep = field.get_db_prep_save
     if isinstance(field, models.JSONField):
         adapt_json, encoder = conn.ops.adapt_json_value, field.encoder
-        return lambda v: None if v is None else adapt_json(v, encoder)
+        # An empty object is the common legacy_extra; its JSON text needs no encoder.
+        empty = adapt_json({}, encoder)
+        return lambda v: None if v is None else (empty if v.__class__ is dict and not v else adapt_json(v, encoder))
     if isinstance(field, models.DateTimeField):
         adapt = conn.ops.adapt_datetimefield_value
+        if _utc_text(conn):
+            # What adapt gives for a UTC datetime (make_naive in UTC, then str), without the
+            # conversions: the importer's times are nearly all parsed or made in UTC.
+            return lambda v: (
+                str(v)[:-6] if v.__class__ is datetime and v.tzinfo is UTC
+                else adapt(v) if v.__class__ is datetime and v.tzinfo is not None
+                else prep(v, conn)
+            )
         return lambda v: adapt(v) if v.__class__ is datetime and v.tzinfo is not None else prep(v, conn)
     if isinstance(field, (models.CharField, models.TextField, models.IntegerField, models.ForeignKey)):
         return None

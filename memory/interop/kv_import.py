@@ -11,6 +11,7 @@ from typing import IO
 
 from django.db import connection, transaction
 
+from memory.interop.analyse import Analyser
 from memory.interop.legacy.plan import fragment_mid, plan_import
 from memory.interop.legacy.read import read_records
 from memory.interop.legacy.report import BadDump, Progress, Report, no_progress
@@ -27,13 +28,15 @@ def import_kv(
 ) -> Report:
     """Import a legacy KV dump for `user`; all or nothing (X3, X4). Raises BadDump."""
     report = Report(dry_run=dry_run)
-    with _gc_paused(), _unmapped():
+    # The recall index's tokenising runs in a worker forked now, while this process is small
+    # (memory.interop.analyse); a dry run writes nothing, so it needs none.
+    with Analyser(parallel=not dry_run) as analyser, _gc_paused(), _unmapped():
         by_kind = read_records(fh, skip_bad=skip_bad, report=report, progress=progress)
         with transaction.atomic():
             plan = plan_import(by_kind, user=user, report=report, progress=progress)
             del by_kind
             if not dry_run:
-                write_plan(plan, progress=progress)
+                write_plan(plan, progress=progress, analyser=analyser)
     return report
 
 

@@ -12,7 +12,7 @@ document frequencies. On PostgreSQL a GIN index covers RecallDocument.tokens.
 """
 
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -38,17 +38,26 @@ def fts_terms(profile_id: int, tokens: Iterable[str]) -> list[str]:
     return [prefix + t for t in tokens]
 
 
-def index_messages(messages: Iterable[Message], *, new: bool = False, embed: bool = False) -> int:
+def index_messages(
+    messages: Iterable[Message],
+    *,
+    new: bool = False,
+    embed: bool = False,
+    analysed: Mapping[int, list[str]] | None = None,
+) -> int:
     """Add (or refresh) the live messages among `messages`; returns how many were indexed.
 
     `new=True` promises they were just created (never indexed), which saves a lookup on
     the archive write's hot path. `embed=True` also stores their sentence vectors in this
-    transaction (the chat's write path); bulk loads leave that to `manage.py embed_backfill`."""
+    transaction (the chat's write path); bulk loads leave that to `manage.py embed_backfill`.
+    `analysed`: message pk -> `tokenize(content)` already computed (a bulk import analyses
+    its lines beside its inserts); a message not in it is analysed here."""
     live = sorted((m for m in messages if m.deleted_at is None), key=lambda m: (m.created_at, m.pk))
     if not live:
         return 0
     kept_pos = {} if new else {mid: pos for mid, (_, pos) in _remove([m.pk for m in live]).items()}  # same place
-    tokens = {m.pk: tokenize(m.content) for m in live}
+    analysed = analysed or {}
+    tokens = {m.pk: analysed[m.pk] if m.pk in analysed else tokenize(m.content) for m in live}
     by_profile: dict[int, list[Message]] = defaultdict(list)
     for m in live:
         by_profile[m.profile_id].append(m)

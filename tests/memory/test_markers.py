@@ -1,9 +1,12 @@
 """One marker grammar (SPEC A5, C2; LEGACY_KV.md rule 1): `[[name:body]]`, stripped wherever it is."""
 
+import re
+import sys
+
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memory.markers import StreamCleaner, clean, clean_reply
+from memory.markers import StreamCleaner, clean, clean_reply, loose
 
 
 def test_every_marker_is_stripped_and_only_fav_is_collected():
@@ -31,3 +34,18 @@ def test_the_stream_shows_what_clean_keeps_however_it_is_chunked(parts, data):
     assert cleaner.raw == raw
     # The stream drops markers but leaves the spacing tidy-up to the final clean.
     assert clean_reply(shown) == clean_reply(raw)
+
+
+def test_loose_collapses_every_kind_of_whitespace_as_its_regex_does():
+    # loose() skips the regex for text with single spaces only (BENCH §3); the result must be
+    # the regex's on every whitespace character there is, alone, doubled and between words.
+    spaces = [chr(i) for i in range(sys.maxunicode + 1) if re.match(r"\s", chr(i))]
+    samples = ["", "a", " a ", "a b", "你好 世界", "a  b", "🐱 cat", "x\u200by"]
+    samples += [f"a{w}b" for w in spaces] + [f"{w}a{w}{w}b{w}" for w in spaces]
+    for text in samples:
+        assert loose(text) == re.sub(r"\s+", " ", text).strip(), repr(text)
+
+
+@given(st.text())
+def test_loose_is_the_whitespace_regex_on_any_text(text):
+    assert loose(text) == re.sub(r"\s+", " ", text).strip()

@@ -58,14 +58,14 @@ class Kind:
     few_values: tuple[str, ...] = ()  # columns with a handful of distinct values
 
 
-def family_of(key: str) -> str:
-    """The kind of a key: one of KINDS, or "unknown"."""
+def classify(key: str) -> tuple[str, re.Match | None]:
+    """The kind of a key (one of KINDS, or "unknown") and KEY_RE's match of it, if that was tried."""
     if key.startswith("mem_"):
-        return "mem_"
+        return "mem_", None
     if key.startswith("meta_"):
-        return "meta"
+        return "meta", None
     m = KEY_RE.match(key)
-    return m.group(1) if m else "unknown"
+    return (m.group(1), m) if m else ("unknown", None)
 
 
 def _require(rec: Record, *columns: str) -> None:

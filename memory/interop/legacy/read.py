@@ -3,6 +3,7 @@
 import base64
 import binascii
 import json
+import re
 import sys
 from collections import defaultdict
 from datetime import UTC, datetime
@@ -13,7 +14,7 @@ from django.utils.translation import gettext, gettext_noop
 
 from memory.interop import legacy_shapes as shapes
 from memory.interop.dump_reader import DumpEntry, DumpFormatError, read_dump
-from memory.interop.legacy.kinds import KEY_MAX, KEY_RE, KINDS, Record, family_of
+from memory.interop.legacy.kinds import KEY_MAX, KEY_RE, KINDS, Record, classify
 from memory.interop.legacy.report import BadDump, BadRecord, Progress, Report, no_progress
 from memory.models.archive import DEFAULT_PROFILE_KEY, PROFILE_KEY_RE
 from memory.phrases import json_error, shown
@@ -118,8 +119,10 @@ def _meta_record(entry: DumpEntry, text: str, kv: dict, profiles: Profiles) -> R
     return Record("meta", entry.key, profile, "", KINDS["meta"].columns(value=text), {shapes.KV: kv} if kv else {})
 
 
-def parse_entry(entry: DumpEntry, profiles: Profiles, family: str) -> Record:
-    """Classify and check one dump entry; raises BadRecord naming the key."""
+def parse_entry(entry: DumpEntry, profiles: Profiles, family: str, match: re.Match | None = None) -> Record:
+    """Classify and check one dump entry; raises BadRecord naming the key.
+
+    `match`: KEY_RE's match of the key when the caller has it (classify), so it is matched once."""
     key = entry.key
     if entry.problem:
         raise BadRecord(key, entry.problem)
@@ -129,18 +132,22 @@ def parse_entry(entry: DumpEntry, profiles: Profiles, family: str) -> Record:
     if kind is None:
         raise BadRecord(key, gettext("unknown key family (expected msg:, mem:, mem_, hl:, exp:, rel:, tomb: or meta_)"))
     text = decode_value(entry)
-    kv = kv_attrs(entry)
-    if "\x00" in key or "\x00" in text or _has_nul(kv):
+    plain = (entry.expiration is None and entry.expiration_ttl is None and entry.metadata is None
+             and not entry.base64 and not entry.extra)
+    kv = {} if plain else kv_attrs(entry)  # what kv_attrs gives an entry of key and value only
+    if "\x00" in key or "\x00" in text or (kv and _has_nul(kv)):
         raise BadRecord(key, gettext(NUL))
     if not kind.shape:
         rec = _meta_record(entry, text, kv, profiles)
     else:
-        rec = _value_record(entry, text, kv, profiles, family)
+        rec = _value_record(entry, text, kv, profiles, family, match)
     kind.check(rec)
     return rec
 
 
-def _value_record(entry: DumpEntry, text: str, kv: dict, profiles: Profiles, family: str) -> Record:
+def _value_record(
+    entry: DumpEntry, text: str, kv: dict, profiles: Profiles, family: str, match: re.Match | None = None
+) -> Record:
     key = entry.key
     try:
         value = loads_value(text)
@@ -157,7 +164,7 @@ def _value_record(entry: DumpEntry, text: str, kv: dict, profiles: Profiles, fam
     if family == "mem_":
         profile, rid = DEFAULT_PROFILE_KEY, key[len("mem_") :]
     else:
-        m = KEY_RE.match(key)
+        m = match or KEY_RE.match(key)
         profile, rid = profiles.resolve(m.group(2), key), m.group(3)
     try:
         cols, extra = shapes.read_value(KINDS[family].shape, value)
@@ -184,13 +191,13 @@ def read_records(
     try:
         for entry in read_dump(fh):
             seen += 1
-            family = family_of(entry.key)
+            family, match = classify(entry.key)
             report.add(family, "read")
             try:
                 if entry.key in keys:
                     raise BadRecord(entry.key, gettext("the key appears twice in the dump (a KV store holds each key once)"))
                 keys.add(entry.key)
-                rec = parse_entry(entry, profiles, family)
+                rec = parse_entry(entry, profiles, family, match)
             except BadRecord as exc:
                 if not skip_bad:
                     raise BadDump(gettext("bad record %(key)s: %(problem)s. Nothing was written.") % {

@@ -6,10 +6,12 @@ messages are indexed in bulk in the same transaction (D3).
 """
 
 from bisect import bisect_left
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, timezone
 
 from memory.archive import continues, free_slice_key, slice_gap
 from memory.clock import period_of
+from memory.interop.analyse import Analyser
 from memory.interop.bulk_insert import insert_rows
 from memory.interop.legacy.plan import Plan, ProfilePlan
 from memory.interop.legacy.report import Progress, no_progress
@@ -34,22 +36,25 @@ BATCH = 1000
 INDEX_BATCH = 5000
 
 
-def write_plan(plan: Plan, *, progress: Progress = no_progress) -> None:
-    """Write every planned row; call inside one transaction."""
+def write_plan(plan: Plan, *, progress: Progress = no_progress, analyser: Analyser | None = None) -> None:
+    """Write every planned row; call inside one transaction.
+
+    `analyser`: where the new lines are tokenised for the recall index while the rows are
+    inserted (memory.interop.analyse); without one, they are tokenised as they are indexed."""
     LegacyMeta.objects.bulk_create(plan.global_meta, batch_size=BATCH)
     total = len(plan.profiles)
     for i, (_key, p) in enumerate(sorted(plan.profiles.items()), 1):
         if not p.is_empty():
-            _write_profile(p, user=plan.user)
+            _write_profile(p, user=plan.user, analyser=analyser)
         progress("writing", i, total)
 
 
-def _write_profile(p: ProfilePlan, *, user) -> None:
+def _write_profile(p: ProfilePlan, *, user, analyser: Analyser | None) -> None:
     profile = p.existing.profile or Profile.objects.create(user=user, key=p.key)
     for obj in p.tombs:
         obj.profile = profile
     Tombstone.objects.bulk_create(p.tombs, batch_size=BATCH)
-    mids = _write_messages(p, profile)
+    mids = _write_messages(p, profile, analyser)
     for frag in p.fragments:
         frag.profile_id = profile.pk
         frag.message_id = mids.get(frag.mid) if frag.mid else None
@@ -62,7 +67,7 @@ def _write_profile(p: ProfilePlan, *, user) -> None:
     LegacyMeta.objects.bulk_create(p.meta, batch_size=BATCH)
 
 
-def _write_messages(p: ProfilePlan, profile: Profile) -> dict[str, int]:
+def _write_messages(p: ProfilePlan, profile: Profile, analyser: Analyser | None = None) -> dict[str, int]:
     """Insert the planned messages in their slices and index them; returns mid -> pk of all."""
     if not p.messages:
         return dict(p.existing.mids)
@@ -70,22 +75,34 @@ def _write_messages(p: ProfilePlan, profile: Profile) -> dict[str, int]:
         row.profile_id = profile.pk
     # In time order: the time indexes grow at their end, and ids follow time as live ones do.
     p.messages.sort(key=_chronological)
+    batches = [p.messages[start : start + INDEX_BATCH] for start in range(0, len(p.messages), INDEX_BATCH)]
+    # The recall index's tokens, computed beside the inserts (memory.interop.analyse).
+    tokens = None
+    if analyser is not None:
+        tokens = analyser.analyse([[m.content for m in batch if m.deleted_at is None] for batch in batches])
     assign_slices(profile=profile, messages=p.messages, tz_offset_hours=p.tz_offset_hours)
     insert_rows(Message, p.messages)
     # The raw insert returns no pks: read the new ones back by the (profile, mid) unique key.
     mids = dict(Message.objects.filter(profile=profile).order_by().values_list("mid", "pk"))
     for row in p.messages:
         row.pk = mids[row.mid]
-    index_imported(p.messages)
+    index_imported(batches, tokens=tokens)
     return mids
 
 
-def index_imported(messages) -> None:
-    """Hand the new messages to the recall index, inside the import's transaction (D3); a bulk
-    load leaves many small full-text segments, merged once at the end."""
-    if messages:
-        for start in range(0, len(messages), INDEX_BATCH):
-            index_messages(messages[start : start + INDEX_BATCH], new=True)
+def index_imported(batches: list[list], *, tokens: Iterator[list[list[str]]] | None = None) -> None:
+    """Hand the new messages to the recall index a batch at a time, inside the import's
+    transaction (D3); a bulk load leaves many small full-text segments, merged once at the end.
+
+    `tokens`: for each batch, the tokens of its live messages in order, when they were
+    tokenised already (memory.interop.analyse)."""
+    for batch in batches:
+        analysed = None
+        if tokens is not None:
+            live = [m.pk for m in batch if m.deleted_at is None]
+            analysed = dict(zip(live, next(tokens), strict=True))
+        index_messages(batch, new=True, analysed=analysed)
+    if batches:
         optimize_index()
 
 
