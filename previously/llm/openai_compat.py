@@ -215,9 +215,10 @@ def model_ids(client: openai.OpenAI) -> list[str]:
 
 def list_models(base_url: str, api_key: str = "", timeout: float = 3.0) -> list[str] | None:
     """The model ids the endpoint lists (GET /models), sorted; None when it lists none or
-    cannot be asked — the settings page then takes a typed name."""
+    cannot be asked — the settings page then takes a typed name. One retry: a dropped
+    connection on a busy machine should not turn the model picker into a text box."""
     key = api_key or "not-needed"
-    client = openai.OpenAI(base_url=base_url.rstrip("/"), api_key=key, max_retries=0, timeout=timeout)
+    client = openai.OpenAI(base_url=base_url.rstrip("/"), api_key=key, max_retries=1, timeout=timeout)
     try:
         ids = model_ids(client)
     except (openai.OpenAIError, OSError):
