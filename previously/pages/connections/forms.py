@@ -1,14 +1,13 @@
 """Forms of the connections page (O4)."""
 
 from django import forms
-from django.core.validators import URLValidator
 from django.utils.translation import gettext_lazy as _
 
 from memory.models import Connection
 
 
 class ConnectionForm(forms.ModelForm):
-    """Name, base URL (http or https only) and key; the key is never shown again, and left empty
+    """Name, base URL (any http or https address with a host, `validate_base_url`) and key; the key is never shown again, and left empty
     when editing it keeps the stored one."""
 
     api_key = forms.CharField(label=_("API key"), required=False, strip=True,
@@ -20,12 +19,8 @@ class ConnectionForm(forms.ModelForm):
         fields = ["name", "base_url"]
         labels = {"name": _("Name (optional)"), "base_url": _("Base URL")}
         help_texts = {"base_url": _("The OpenAI-compatible address, usually ending in /v1, e.g. http://127.0.0.1:11434/v1")}
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.fields["base_url"].validators = [URLValidator(schemes=["http", "https"])]
-        self.fields["base_url"].error_messages["invalid"] = _("Enter an http:// or https:// address.")
-        self.fields["base_url"].assume_scheme = "https"
+        widgets = {"base_url": forms.TextInput(attrs={"inputmode": "url", "autocomplete": "off",
+                                                      "spellcheck": "false"})}
 
 
 class ChoiceForm(forms.Form):

@@ -45,8 +45,31 @@ def _closed_port() -> int:
 
 def test_only_http_and_https_addresses_are_taken(staff, client):
     page = client.post("/connections/new/", {"base_url": "ftp://127.0.0.1/v1", "api_key": KEY})
-    assert page.status_code == 400 and "http:// or https://" in page.content.decode()
+    assert page.status_code == 400 and "must start with http:// or https://" in page.content.decode()
     assert client.post("/connections/new/", {"base_url": "javascript:alert(1)"}).status_code == 400
+    assert not Connection.objects.exists()
+
+
+@pytest.mark.parametrize("address", ["http://ollama:11434/v1", "http://my-gpu-box:8000/v1",
+                                     "https://llm.internal/v1", "http://[::1]:8080/v1"])
+def test_bare_host_names_of_a_docker_service_or_a_lan_box_are_taken_issue28_o4(staff, client, address):
+    assert client.post("/connections/new/", {"base_url": address}).status_code == 302
+    assert Connection.objects.get().base_url == address
+
+
+@pytest.mark.parametrize(("address", "problem"), [
+    ("ftp://127.0.0.1/v1", "must start with http:// or https://"),
+    ("ollama:11434/v1", "must start with http:// or https://"),
+    ("http:///v1", "has no host name"),
+    ("http://my gpu box:8000/v1", "a space or a control character"),
+    ("http://ollama:11434/v1\x07", "a space or a control character"),
+    ("http://ollama:99999/v1", "port must be a number from 1 to 65535"),
+    ("http://[::1/v1", "not a valid name or IP address"),
+])
+def test_an_address_that_is_not_http_with_a_host_is_refused_naming_the_problem_issue28_o4(
+        staff, client, address, problem):
+    page = client.post("/connections/new/", {"base_url": address})
+    assert page.status_code == 400 and problem in page.content.decode()
     assert not Connection.objects.exists()
 
 
@@ -201,3 +224,9 @@ def test_an_unreachable_embedding_connection_leaves_recall_lexical_with_a_warnin
     assert not RecallVector.objects.filter(message=line).exists()
     assert line.pk in [h.message_id for h in found]
     assert "embedding" in caplog.text and "lexical" in caplog.text
+
+
+def test_the_address_error_is_in_chinese_for_a_chinese_page_issue28_o4(staff, client):
+    client.cookies["django_language"] = "zh-hans"
+    page = client.post("/connections/new/", {"base_url": "http:///v1"})
+    assert "地址在“http://”之后没有主机名。" in page.content.decode()
