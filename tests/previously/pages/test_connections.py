@@ -102,6 +102,19 @@ def test_the_test_button_shows_the_latency_or_the_error_in_plain_words(staff, cl
     assert "fake-model" in models
 
 
+def test_the_test_button_shows_a_wrong_key_as_refused_in_plain_words_issue28_o4(staff, client, llm_server):
+    llm_server.api_key = KEY
+    client.post("/connections/new/", {"name": "hosted", "base_url": llm_server.base_url, "api_key": "sk-wrong-1"})
+    conn = Connection.objects.get()
+    client.post(f"/connections/{conn.pk}/test/")
+    page = client.get("/connections/").content.decode()
+    assert "The server refused the key (401)." in page and "answered in" not in page
+    assert "The server refused the key (401)." in client.get(f"/connections/{conn.pk}/models/").content.decode()
+    client.post(f"/connections/{conn.pk}/", {"name": "hosted", "base_url": llm_server.base_url, "api_key": KEY})
+    client.post(f"/connections/{conn.pk}/test/")
+    assert "answered in" in client.get("/connections/").content.decode()
+
+
 def test_the_chosen_connection_is_used_without_a_restart_and_a_change_elsewhere_is_followed(
         staff, client, llm_server, fresh_choice):
     assert get_provider().offline
