@@ -161,6 +161,33 @@ async def test_ending_another_session_closes_its_chat_socket():
     await socket.disconnect()
 
 
+def _reset_by_link(email: str, new_password: str) -> None:
+    Client().post("/password-reset/", {"email": email})
+    path = re.search(r"https?://[^/]+(/password-reset/\S+/)", mail.outbox[-1].body).group(1)
+    guest = Client()
+    form = guest.get(path, follow=True)
+    assert guest.post(form.redirect_chain[-1][0], {"new_password1": new_password,
+                                                   "new_password2": new_password}).status_code == 302
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_reset_by_link_signs_out_every_session_and_closes_their_chat_sockets_issue28_o5():
+    await sync_to_async(_person)(email="lina@example.org")
+    phone = await sync_to_async(_signed_in)("lina", PASSWORD, "Safari on a phone")
+    laptop = await sync_to_async(_signed_in)("lina")
+    headers = [(b"cookie", f"sessionid={phone.cookies['sessionid'].value}".encode()), (b"host", b"127.0.0.1:8000"),
+               (b"origin", b"http://127.0.0.1:8000")]
+    socket = WebsocketCommunicator(application, "/ws/chat/owner/", headers=headers)
+    connected, _ = await socket.connect()
+    assert connected
+    await sync_to_async(_reset_by_link)("lina@example.org", "r-new-pw-6610")
+    assert await socket.receive_output(timeout=5) == {"type": "websocket.close", "code": 4401}
+    assert (await sync_to_async(phone.get)("/account/")).status_code == 302
+    assert (await sync_to_async(laptop.get)("/account/")).status_code == 302
+    assert not await AccountSession.objects.filter(user__username="lina").aexists()
+    await socket.disconnect()
+
+
 @pytest.mark.django_db(transaction=True)
 def test_deleting_my_account_asks_the_password_and_leaves_no_copy():
     name = f"zora{secrets.token_hex(4)}"
