@@ -27,6 +27,7 @@ from django.db import connections
 from django.utils import timezone
 
 from memory import forget_journal, server_lock
+from memory.accounts import delete_account
 from memory.deletion import (
     delete_profile,
     forget_card_lines_again,
@@ -319,7 +320,11 @@ def _reapply(item: forget_journal.Entry) -> bool:
     """Delete again what `item` names, if the restored database holds it; True when it did."""
     Kind = Tombstone.Kind
     if item.kind == forget_journal.ACCOUNT:
-        return bool(get_user_model().objects.filter(pk=item.user_id).delete()[0])
+        user = get_user_model().objects.filter(pk=item.user_id).first()
+        if user is None:
+            return False
+        delete_account(user)  # as the person did: login records, invitations' notes, sessions too
+        return True
     profile = Profile.objects.filter(pk=item.profile_id).first()
     if profile is None:
         return False

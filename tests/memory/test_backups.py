@@ -5,18 +5,23 @@ import threading
 from datetime import timedelta
 
 import pytest
+from axes.models import AccessAttempt, AccessLog
+from django.contrib.sessions.backends.db import SessionStore
+from django.contrib.sessions.models import Session
 from django.core.management import CommandError, call_command
 from django.db import connection
 from django.utils import timezone
 
 from memory import backups, forget_journal, server_lock
+from memory.accounts import delete_account, seen
 from memory.archive import archive_message
 from memory.card import parse
 from memory.card.lines import card_lines
 from memory.deletion import delete_message, delete_profile, delete_slice
-from memory.models import Card, Message, Profile, Tombstone
+from memory.models import Card, Invitation, Message, Profile, Tombstone
 from previously.housekeeping import take_scheduled_backup
 from tests.factories import ProfileFactory
+from tests.memory.test_forget_audit import dump_all_tables
 from tests.memory.test_forget_card import card_citing
 from tests.previously.agent.helpers import make_slice
 
@@ -105,6 +110,37 @@ def test_restore_deletes_again_a_companion_deleted_after_the_backup(folder):
     assert report.reapplied == {"profile": 1}
     assert not Profile.objects.filter(key="friend").exists()
     assert not Message.objects.exists()
+
+
+def test_restore_deletes_again_an_account_deleted_after_the_backup_as_delete_account_does_issue28_o6(
+        folder, django_user_model):
+    name = "lin-林"
+    user = django_user_model.objects.create_user(username=name, password="pw-lin-12345")
+    _say(ProfileFactory(user=user, key="owner"), 2)
+    staff = django_user_model.objects.create_user(username="root", password="pw-root-123", is_staff=True)
+    invitation = Invitation.issue(by=staff, days=7, note="for Lin 林 (her sister's friend)")[0]
+    Invitation.objects.filter(pk=invitation.pk).update(used_at=timezone.now(), used_by=user)
+    AccessAttempt.objects.create(username=name, ip_address="10.0.0.9", user_agent="ua", failures_since_start=2)
+    AccessLog.objects.create(username=name, ip_address="10.0.0.9", user_agent="ua")
+    session = SessionStore()
+    session["_auth_user_id"] = str(user.pk)
+    session.create()
+    seen(user=user, session_key=session.session_key, user_agent="Firefox", ip_address="10.0.0.9")
+    backup = backups.make_backup()
+    delete_account(user)
+
+    report = backups.restore(backup.path)
+
+    assert report.reapplied == {"profile": 1, "account": 1}
+    assert not django_user_model.objects.filter(username=name).exists()
+    assert not AccessAttempt.objects.filter(username=name).exists()
+    assert not AccessLog.objects.filter(username=name).exists()
+    assert not Session.objects.filter(session_key=session.session_key).exists()
+    used = Invitation.objects.get(pk=invitation.pk)
+    assert (used.note, used.used_by, used.used_at is not None) == ("", None, True)  # it stays used
+    assert not Message.objects.exists()
+    dump = dump_all_tables()
+    assert name not in dump and "for Lin 林" not in dump
 
 
 def test_restore_is_refused_while_a_server_process_runs_and_changes_nothing(folder):

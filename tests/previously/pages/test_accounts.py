@@ -208,3 +208,18 @@ def test_deleting_my_account_asks_the_password_and_leaves_no_copy():
         path = Path(connection.settings_dict["NAME"])
         blobs = b"".join(p.read_bytes() for p in (path, Path(f"{path}-wal")) if p.exists())
         assert secret.encode() not in blobs
+
+
+@pytest.mark.django_db
+def test_deleting_my_account_clears_the_note_and_name_on_the_invitation_i_used_issue28_d6(client):
+    client.force_login(_person("root", staff=True))
+    client.post("/people/invite/", {"days": 7, "note": "for Lin 林 from the choir"})
+    link = _link(client.get("/people/").content.decode())
+    lin = Client()
+    lin.post(link.split("testserver", 1)[1], {"username": "lin", "password1": "a-long-pw-9931",
+                                               "password2": "a-long-pw-9931"})
+    assert Invitation.objects.get().used_by.username == "lin"
+    assert lin.post("/account/delete/", {"password": "a-long-pw-9931", "confirm": "1"}).status_code == 302
+    used = Invitation.objects.get()
+    assert (used.note, used.used_by, used.used_at is not None) == ("", None, True)  # still used: the link stays spent
+    assert "for Lin 林" not in client.get("/people/").content.decode()
