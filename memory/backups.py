@@ -156,13 +156,18 @@ def _pg_settings() -> tuple[list[str], dict[str, str]]:
     return args, env
 
 
+# What to run by hand where PostgreSQL's client tools are, as _pg_dump and _pg_restore run them.
+_PG_BY_HAND = {"pg_dump": "pg_dump --format=custom {args} --file BACKUP.pgdump",
+               "pg_restore": "pg_restore --clean --if-exists --no-owner {args} BACKUP.pgdump"}
+
+
 def _pg_tool(name: str) -> str:
     path = shutil.which(name)
     if not path:
         args, _ = _pg_settings()
         raise BackupError(
             f"{name} is not installed here. Install PostgreSQL's client tools (Debian: postgresql-client) "
-            f"or run it where they are: {name} --format=custom {' '.join(args)} --file BACKUP.pgdump")
+            f"or run it where they are: {_PG_BY_HAND[name].format(args=' '.join(args))}")
     return path
 
 

@@ -10,6 +10,7 @@ from django.contrib.sessions.backends.db import SessionStore
 from django.contrib.sessions.models import Session
 from django.core.management import CommandError, call_command
 from django.db import connection
+from django.template.defaultfilters import filesizeformat
 from django.utils import timezone
 
 from memory import backups, forget_journal, server_lock
@@ -225,6 +226,74 @@ def test_staff_see_the_last_backup_and_its_size_on_the_about_page(folder, client
     backups.make_backup()
     page = client.get("/about/").content.decode()
     assert "Last backup" in page and "Backups kept" in page
+
+
+def test_the_about_page_shows_the_last_backups_size_issue28_o6(folder, client, django_user_model):
+    staff = django_user_model.objects.create_user(username="root", password="pw-root-123", is_staff=True)
+    ProfileFactory(user=staff, key="owner")
+    client.force_login(staff)
+    made = backups.make_backup()
+    assert made.bytes > 0
+    assert f"· {filesizeformat(made.bytes)}</dd>" in client.get("/about/").content.decode()
+
+
+def _restore_asking(monkeypatch, path, answer: str) -> list[str]:
+    asked = []
+    monkeypatch.setattr("builtins.input", lambda prompt: asked.append(prompt) or answer)
+    call_command("restore", str(path))
+    return asked
+
+
+def test_the_restore_command_asks_first_and_restores_on_yes_issue28_o6(folder, monkeypatch, capsys):
+    profile = ProfileFactory(key="owner")
+    _say(profile, 2)
+    backup = backups.make_backup()
+    _say(profile, 1, start=5)  # written after: the restore loses it, as the question says
+    asked = _restore_asking(monkeypatch, backup.path, " YES\n")
+    assert len(asked) == 1 and f"{backup.started_at:%Y-%m-%d %H:%M} UTC" in asked[0]
+    assert "Everything written since is lost" in asked[0]
+    assert "restored" in capsys.readouterr().out
+    assert Message.objects.count() == 2
+
+
+def test_the_restore_command_changes_nothing_on_another_answer_issue28_o6(folder, monkeypatch):
+    profile = ProfileFactory(key="owner")
+    _say(profile, 2)
+    backup = backups.make_backup()
+    _say(profile, 1, start=5)
+    for answer in ("no", "", "y"):
+        with pytest.raises(CommandError, match="restore cancelled; nothing was changed"):
+            _restore_asking(monkeypatch, backup.path, answer)
+    assert Message.objects.count() == 3
+
+
+def _postgresql_without_client_tools(monkeypatch):
+    monkeypatch.setattr(backups, "engine", lambda: "postgresql")
+    monkeypatch.setattr(backups.shutil, "which", lambda name: None)
+    return connection.settings_dict["NAME"]
+
+
+def test_without_pg_dump_the_backup_says_what_to_install_or_run_issue28_o6(folder, monkeypatch):
+    name = _postgresql_without_client_tools(monkeypatch)
+    with pytest.raises(CommandError) as refused:
+        call_command("backup")
+    said = str(refused.value)
+    assert "pg_dump is not installed here" in said and "postgresql-client" in said
+    assert f"pg_dump --format=custom --dbname {name}" in said and "--file BACKUP.pgdump" in said
+    assert not any(folder.glob("previously-*"))  # no partial copy left
+
+
+def test_without_pg_restore_the_restore_says_what_to_run_issue28_o6(folder, monkeypatch):
+    folder.mkdir(parents=True, exist_ok=True)
+    dump = folder / "previously-20261201T000000000000Z.pgdump"
+    dump.write_bytes(b"PGDMP")
+    name = _postgresql_without_client_tools(monkeypatch)
+    with pytest.raises(CommandError) as refused:
+        call_command("restore", str(dump), "--noinput")
+    said = str(refused.value)
+    assert "pg_restore is not installed here" in said
+    assert f"pg_restore --clean --if-exists --no-owner --dbname {name}" in said and "BACKUP.pgdump" in said
+    assert "--file" not in said  # pg_restore's --file is where it writes, not what it reads
 
 
 def test_restore_takes_off_again_the_card_lines_a_conversation_delete_dropped(folder):
