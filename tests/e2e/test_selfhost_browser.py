@@ -89,7 +89,7 @@ class SelfHostingInTheBrowser(LiveChatServer):
             self.llm.models.append("qwen2.5:7b-通义")
             page.goto(f"{url}/profiles/owner/edit/")
             listed = page.locator('#id_model optgroup[label="本地 llama.cpp"] option')
-            expect(listed).to_have_text(["fake-model", "fake-embed", "qwen2.5:7b-通义"])
+            expect(listed).to_have_text(["fake-embed", "fake-model", "qwen2.5:7b-通义"])  # sorted, as listed
             picked = listed.nth(2).get_attribute("value")
             page.select_option("#id_model", picked)
             page.click("form.settings button[type=submit]")
