@@ -51,9 +51,10 @@ def account_contents(user) -> dict[str, int]:
 
 def delete_account(user) -> list[str]:
     """Delete the person and everything of theirs for good (D6): every companion through
-    `delete_profile` (rows, recall index, files), their sessions, invitations they used or made
-    made, login records naming them, the account itself; the
-    database files keep no copy. Returns the session keys ended (to close their sockets)."""
+    `delete_profile` (rows, recall index, files), their sessions, the invitations they made, the
+    note and name on the one they used (staff's trace of them; it stays used), login records
+    naming them, the account itself; the database files keep no copy. A restore re-applies it
+    through here too (`memory.backups`). Returns the session keys ended (to close their sockets)."""
     keys = list(AccountSession.objects.filter(user=user).values_list("session_key", flat=True))
     for profile in Profile.objects.filter(user=user):
         delete_profile(profile)
@@ -61,6 +62,7 @@ def delete_account(user) -> list[str]:
     with transaction.atomic():
         Session.objects.filter(session_key__in=keys).delete()
         Invitation.objects.filter(created_by=user).delete()
+        Invitation.objects.filter(used_by=user).update(note="", used_by=None)
         _forget_login_records(user.get_username())
         forget_journal.record([forget_journal.entry(forget_journal.ACCOUNT, str(user.pk), user_id=user.pk)])
         User.objects.filter(pk=user.pk).delete()

@@ -27,6 +27,7 @@ from django.db import connections
 from django.utils import timezone
 
 from memory import forget_journal, server_lock
+from memory.accounts import delete_account
 from memory.deletion import (
     delete_profile,
     forget_card_lines_again,
@@ -155,13 +156,18 @@ def _pg_settings() -> tuple[list[str], dict[str, str]]:
     return args, env
 
 
+# What to run by hand where PostgreSQL's client tools are, as _pg_dump and _pg_restore run them.
+_PG_BY_HAND = {"pg_dump": "pg_dump --format=custom {args} --file BACKUP.pgdump",
+               "pg_restore": "pg_restore --clean --if-exists --no-owner {args} BACKUP.pgdump"}
+
+
 def _pg_tool(name: str) -> str:
     path = shutil.which(name)
     if not path:
         args, _ = _pg_settings()
         raise BackupError(
             f"{name} is not installed here. Install PostgreSQL's client tools (Debian: postgresql-client) "
-            f"or run it where they are: {name} --format=custom {' '.join(args)} --file BACKUP.pgdump")
+            f"or run it where they are: {_PG_BY_HAND[name].format(args=' '.join(args))}")
     return path
 
 
@@ -319,7 +325,11 @@ def _reapply(item: forget_journal.Entry) -> bool:
     """Delete again what `item` names, if the restored database holds it; True when it did."""
     Kind = Tombstone.Kind
     if item.kind == forget_journal.ACCOUNT:
-        return bool(get_user_model().objects.filter(pk=item.user_id).delete()[0])
+        user = get_user_model().objects.filter(pk=item.user_id).first()
+        if user is None:
+            return False
+        delete_account(user)  # as the person did: login records, invitations' notes, sessions too
+        return True
     profile = Profile.objects.filter(pk=item.profile_id).first()
     if profile is None:
         return False

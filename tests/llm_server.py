@@ -1,7 +1,9 @@
 """A local OpenAI-compatible HTTP server for tests: real HTTP, real SDK, scripted answers.
 
 Queue what the "model" should do with `server.script(...)`; every request body is kept
-in `server.requests`. Streams are Server-Sent Events like the real API.
+in `server.requests`. Streams are Server-Sent Events like the real API. Set `server.api_key`
+and every request without `Authorization: Bearer <that key>` is answered 401, as a hosted API
+answers a wrong key.
 """
 
 import json
@@ -41,6 +43,7 @@ class FakeLLMServer:
         # What GET /models lists; None answers 404, as endpoints that list no models do.
         self.models = None if models is None else list(models)
         self.requests: list[dict] = []
+        self.api_key: str | None = None  # None: any key or none is taken
         self.closed_streams = 0  # streams the client hung up on before the end
         self.default = default or Turn(chunks=["Hello", " there", "!"])
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
@@ -77,13 +80,26 @@ class FakeLLMServer:
             def log_message(self, *args):  # keep test output clean
                 pass
 
+            def _refused(self) -> bool:
+                """401 unless the key is the one required, as OpenAI answers a wrong key."""
+                if server.api_key is None or self.headers.get("Authorization") == f"Bearer {server.api_key}":
+                    return False
+                self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                self._json(401, {"error": {"message": "Incorrect API key provided.", "type": "invalid_request_error",
+                                           "code": "invalid_api_key"}})
+                return True
+
             def do_GET(self):
+                if self._refused():
+                    return
                 if self.path.rstrip("/").endswith("/models") and server.models is not None:
                     self._json(200, {"object": "list", "data": [{"id": m, "object": "model"} for m in server.models]})
                 else:
                     self._json(404, {"error": {"message": "not found"}})
 
             def do_POST(self):
+                if self._refused():
+                    return
                 body = json.loads(self.rfile.read(int(self.headers.get("Content-Length", 0))) or b"{}")
                 server.requests.append(body)
                 if self.path.rstrip("/").endswith("/embeddings"):

@@ -324,17 +324,20 @@ class ModelList:
     models: tuple[str, ...]  # empty when it lists none or cannot be reached now
 
 
-def model_lists() -> list[ModelList]:
+def model_lists(*, stored_only: bool = False) -> list[ModelList]:
     """What a companion may pick from: with PREVIOUSLY_LLM_BASE_URL set (it wins), its models;
-    else every connection's, and a found Ollama's. The lists are asked for at once (3 s each
-    at most)."""
-    provider = get_provider()
+    else every connection's, and a found Ollama's. `stored_only`: every stored connection's,
+    whatever is in use (the connections page's defaults, issue 28 point 3). The lists are asked
+    for at once (3 s each at most)."""
     endpoints: list[tuple[str, int | None, str, str]] = []
-    base_url = getattr(provider, "base_url", "")
-    if base_url and (settings.PREVIOUSLY_LLM_BASE_URL or _state["pinned"] or found_ollama(provider)):
-        label = gettext("Ollama on this machine") if found_ollama(provider) else gettext("Set in the server's environment")
-        endpoints.append((label, None, base_url, _keys.get(base_url, "")))
-    if not settings.PREVIOUSLY_LLM_BASE_URL and not _state["pinned"]:
+    if not stored_only:
+        provider = get_provider()
+        base_url = getattr(provider, "base_url", "")
+        if base_url and (settings.PREVIOUSLY_LLM_BASE_URL or _state["pinned"] or found_ollama(provider)):
+            label = (gettext("Ollama on this machine") if found_ollama(provider)
+                     else gettext("Set in the server's environment"))
+            endpoints.append((label, None, base_url, _keys.get(base_url, "")))
+    if stored_only or (not settings.PREVIOUSLY_LLM_BASE_URL and not _state["pinned"]):
         for conn in Connection.objects.all():
             try:
                 key = unseal(conn.sealed_key)

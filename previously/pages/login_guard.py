@@ -9,7 +9,8 @@ choose its address by sending the header; behind the proxy, each person has thei
 `LoginThrottle`: failed logins per client address, whatever the username (unknown names
 included). Past PREVIOUSLY_LOGIN_ADDRESS_FAILURES in PREVIOUSLY_LOGIN_ADDRESS_WINDOW_SECONDS a
 login POST from that address is answered 429 at once: no password hashed, no row written, so
-a loop of guesses cannot slow the server for everyone else. Counted in Django's cache (per
+a loop of guesses cannot slow the server for everyone else. Password reset requests from one
+address are limited by the same numbers (each may send a mail). Counted in Django's cache (per
 process with the default cache).
 """
 
@@ -54,31 +55,38 @@ def client_address(request) -> str:
     return str(_address(hops[0])) if hops else remote
 
 
-def _key(address: str) -> str:
-    return f"previously:login-failures:{address}"
+def _key(kind: str, address: str) -> str:
+    return f"previously:{kind}:{address}"
+
+
+def _count(key: str, window: int) -> None:
+    if not shared.add(key, 1, window):
+        try:
+            shared.incr(key)
+        except ValueError:  # expired in between
+            shared.add(key, 1, window)
 
 
 class LoginThrottle:
-    """Refuses login POSTs from an address past its failures (see the module's docstring)."""
+    """Refuses login POSTs from an address past its failures (see the module's docstring), and
+    password reset requests past as many from one address, each counted whatever its outcome
+    since each may send a mail (issue 28 point 4)."""
 
     def __init__(self, get_response):
         self.get_response = get_response
 
     def __call__(self, request):
-        if request.method != "POST" or request.path != reverse("login"):
+        if request.method != "POST" or request.path not in (reverse("login"), reverse("password_reset")):
             return self.get_response(request)
-        address = client_address(request)
+        resets = request.path == reverse("password_reset")
+        key = _key("password-resets" if resets else "login-failures", client_address(request))
         limit = settings.PREVIOUSLY_LOGIN_ADDRESS_FAILURES
-        if (shared.get(_key(address)) or 0) >= limit:
+        if (shared.get(key) or 0) >= limit:
             return render(request, "registration/throttled.html", {
                 "limit": limit, "minutes": max(1, settings.PREVIOUSLY_LOGIN_ADDRESS_WINDOW_SECONDS // 60),
+                "resets": resets,
             }, status=429)
         response = self.get_response(request)
-        if response.status_code == 200:  # the form again: the credentials were refused
-            window = settings.PREVIOUSLY_LOGIN_ADDRESS_WINDOW_SECONDS
-            if not shared.add(_key(address), 1, window):
-                try:
-                    shared.incr(_key(address))
-                except ValueError:  # expired in between
-                    shared.add(_key(address), 1, window)
+        if resets or response.status_code == 200:  # a reset asked for, or the login form again: refused
+            _count(key, settings.PREVIOUSLY_LOGIN_ADDRESS_WINDOW_SECONDS)
         return response

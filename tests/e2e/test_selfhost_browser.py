@@ -1,7 +1,7 @@
 """Issue 28 in a real browser (SPEC O4, O5, R8): staff connect a model from the connections page
 (the local scripted model server) and the chat answers through it without a restart; staff
-choose the connection's embedding model for recall, and the companion's model from the
-connection's list (a model later dropped by the server stays shown with a note); staff
+choose the chat and embedding models among the defaults from the connection's list (issue 28
+point 3), and the companion's model from the same list (a model later dropped by the server stays shown with a note); staff
 invite a second person, who signs up with the link and changes their password. Screenshots of
 every new page at 1280 and 390 px, English and Chinese, light and dark, in var/test-artifacts/."""
 
@@ -57,6 +57,7 @@ class SelfHostingInTheBrowser(LiveChatServer):
             expect(page.locator("#offline-banner")).to_contain_text("Connect a model")
 
             # Connect: a bad address first (refused by the form), then the local model server.
+            self.llm.models.append("fake-embed")
             page.goto(f"{url}/connections/")
             page.fill("#id_base_url", "ftp://127.0.0.1/v1")
             page.get_by_role("button", name="Add", exact=True).click()
@@ -71,25 +72,25 @@ class SelfHostingInTheBrowser(LiveChatServer):
             expect(page.locator(".notice.ok")).to_contain_text("answered in")
             assert "sk-never-shown-9d2e" not in page.content()
             page.select_option("#id_chat_connection", label="本地 llama.cpp")
-            page.fill("#id_chat_model", "fake-model")
+            page.select_option("#id_chat_model", label="fake-model")  # from the connection's list
             page.get_by_role("button", name="Save the defaults").click()
             expect(page.locator(".flash")).to_contain_text("Defaults saved")
 
             # Embeddings from the connection (R8): chosen among the defaults.
             page.select_option("#id_embeddings", "openai")
             page.select_option("#id_embedding_connection", label="本地 llama.cpp")
-            page.fill("#id_embedding_model", "fake-embed")
+            page.select_option("#id_embedding_model", label="fake-embed")
             page.get_by_role("button", name="Save the defaults").click()
             expect(page.locator(".flash")).to_contain_text("Defaults saved")
             expect(page.locator("#id_embeddings")).to_have_value("openai")
-            expect(page.locator("#id_embedding_model")).to_have_value("fake-embed")
+            expect(page.locator("#id_embedding_model option:checked")).to_have_text("fake-embed")
 
             # The companion's model from the connection's list, the connection named.
             self.llm.models.append("qwen2.5:7b-通义")
             page.goto(f"{url}/profiles/owner/edit/")
             listed = page.locator('#id_model optgroup[label="本地 llama.cpp"] option')
-            expect(listed).to_have_text(["fake-model", "qwen2.5:7b-通义"])
-            picked = listed.nth(1).get_attribute("value")
+            expect(listed).to_have_text(["fake-embed", "fake-model", "qwen2.5:7b-通义"])  # sorted, as listed
+            picked = listed.nth(2).get_attribute("value")
             page.select_option("#id_model", picked)
             page.click("form.settings button[type=submit]")
             expect(page.locator(".flash")).to_contain_text("Saved")

@@ -5,18 +5,24 @@ import threading
 from datetime import timedelta
 
 import pytest
+from axes.models import AccessAttempt, AccessLog
+from django.contrib.sessions.backends.db import SessionStore
+from django.contrib.sessions.models import Session
 from django.core.management import CommandError, call_command
 from django.db import connection
+from django.template.defaultfilters import filesizeformat
 from django.utils import timezone
 
 from memory import backups, forget_journal, server_lock
+from memory.accounts import delete_account, seen
 from memory.archive import archive_message
 from memory.card import parse
 from memory.card.lines import card_lines
 from memory.deletion import delete_message, delete_profile, delete_slice
-from memory.models import Card, Message, Profile, Tombstone
+from memory.models import Card, Invitation, Message, Profile, Tombstone
 from previously.housekeeping import take_scheduled_backup
 from tests.factories import ProfileFactory
+from tests.memory.test_forget_audit import dump_all_tables
 from tests.memory.test_forget_card import card_citing
 from tests.previously.agent.helpers import make_slice
 
@@ -107,6 +113,37 @@ def test_restore_deletes_again_a_companion_deleted_after_the_backup(folder):
     assert not Message.objects.exists()
 
 
+def test_restore_deletes_again_an_account_deleted_after_the_backup_as_delete_account_does_issue28_o6(
+        folder, django_user_model):
+    name = "lin-林"
+    user = django_user_model.objects.create_user(username=name, password="pw-lin-12345")
+    _say(ProfileFactory(user=user, key="owner"), 2)
+    staff = django_user_model.objects.create_user(username="root", password="pw-root-123", is_staff=True)
+    invitation = Invitation.issue(by=staff, days=7, note="for Lin 林 (her sister's friend)")[0]
+    Invitation.objects.filter(pk=invitation.pk).update(used_at=timezone.now(), used_by=user)
+    AccessAttempt.objects.create(username=name, ip_address="10.0.0.9", user_agent="ua", failures_since_start=2)
+    AccessLog.objects.create(username=name, ip_address="10.0.0.9", user_agent="ua")
+    session = SessionStore()
+    session["_auth_user_id"] = str(user.pk)
+    session.create()
+    seen(user=user, session_key=session.session_key, user_agent="Firefox", ip_address="10.0.0.9")
+    backup = backups.make_backup()
+    delete_account(user)
+
+    report = backups.restore(backup.path)
+
+    assert report.reapplied == {"profile": 1, "account": 1}
+    assert not django_user_model.objects.filter(username=name).exists()
+    assert not AccessAttempt.objects.filter(username=name).exists()
+    assert not AccessLog.objects.filter(username=name).exists()
+    assert not Session.objects.filter(session_key=session.session_key).exists()
+    used = Invitation.objects.get(pk=invitation.pk)
+    assert (used.note, used.used_by, used.used_at is not None) == ("", None, True)  # it stays used
+    assert not Message.objects.exists()
+    dump = dump_all_tables()
+    assert name not in dump and "for Lin 林" not in dump
+
+
 def test_restore_is_refused_while_a_server_process_runs_and_changes_nothing(folder):
     profile = ProfileFactory(key="owner")
     _say(profile, 2)
@@ -189,6 +226,74 @@ def test_staff_see_the_last_backup_and_its_size_on_the_about_page(folder, client
     backups.make_backup()
     page = client.get("/about/").content.decode()
     assert "Last backup" in page and "Backups kept" in page
+
+
+def test_the_about_page_shows_the_last_backups_size_issue28_o6(folder, client, django_user_model):
+    staff = django_user_model.objects.create_user(username="root", password="pw-root-123", is_staff=True)
+    ProfileFactory(user=staff, key="owner")
+    client.force_login(staff)
+    made = backups.make_backup()
+    assert made.bytes > 0
+    assert f"· {filesizeformat(made.bytes)}</dd>" in client.get("/about/").content.decode()
+
+
+def _restore_asking(monkeypatch, path, answer: str) -> list[str]:
+    asked = []
+    monkeypatch.setattr("builtins.input", lambda prompt: asked.append(prompt) or answer)
+    call_command("restore", str(path))
+    return asked
+
+
+def test_the_restore_command_asks_first_and_restores_on_yes_issue28_o6(folder, monkeypatch, capsys):
+    profile = ProfileFactory(key="owner")
+    _say(profile, 2)
+    backup = backups.make_backup()
+    _say(profile, 1, start=5)  # written after: the restore loses it, as the question says
+    asked = _restore_asking(monkeypatch, backup.path, " YES\n")
+    assert len(asked) == 1 and f"{backup.started_at:%Y-%m-%d %H:%M} UTC" in asked[0]
+    assert "Everything written since is lost" in asked[0]
+    assert "restored" in capsys.readouterr().out
+    assert Message.objects.count() == 2
+
+
+def test_the_restore_command_changes_nothing_on_another_answer_issue28_o6(folder, monkeypatch):
+    profile = ProfileFactory(key="owner")
+    _say(profile, 2)
+    backup = backups.make_backup()
+    _say(profile, 1, start=5)
+    for answer in ("no", "", "y"):
+        with pytest.raises(CommandError, match="restore cancelled; nothing was changed"):
+            _restore_asking(monkeypatch, backup.path, answer)
+    assert Message.objects.count() == 3
+
+
+def _postgresql_without_client_tools(monkeypatch):
+    monkeypatch.setattr(backups, "engine", lambda: "postgresql")
+    monkeypatch.setattr(backups.shutil, "which", lambda name: None)
+    return connection.settings_dict["NAME"]
+
+
+def test_without_pg_dump_the_backup_says_what_to_install_or_run_issue28_o6(folder, monkeypatch):
+    name = _postgresql_without_client_tools(monkeypatch)
+    with pytest.raises(CommandError) as refused:
+        call_command("backup")
+    said = str(refused.value)
+    assert "pg_dump is not installed here" in said and "postgresql-client" in said
+    assert f"pg_dump --format=custom --dbname {name}" in said and "--file BACKUP.pgdump" in said
+    assert not any(folder.glob("previously-*"))  # no partial copy left
+
+
+def test_without_pg_restore_the_restore_says_what_to_run_issue28_o6(folder, monkeypatch):
+    folder.mkdir(parents=True, exist_ok=True)
+    dump = folder / "previously-20261201T000000000000Z.pgdump"
+    dump.write_bytes(b"PGDMP")
+    name = _postgresql_without_client_tools(monkeypatch)
+    with pytest.raises(CommandError) as refused:
+        call_command("restore", str(dump), "--noinput")
+    said = str(refused.value)
+    assert "pg_restore is not installed here" in said
+    assert f"pg_restore --clean --if-exists --no-owner --dbname {name}" in said and "BACKUP.pgdump" in said
+    assert "--file" not in said  # pg_restore's --file is where it writes, not what it reads
 
 
 def test_restore_takes_off_again_the_card_lines_a_conversation_delete_dropped(folder):

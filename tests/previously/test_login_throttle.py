@@ -114,3 +114,62 @@ def test_guesses_at_unknown_names_are_refused_before_hashing(ana, settings, monk
     assert attempt(Client(), "ana", "right-pw-123", ip="10.0.0.67").status_code == 302
     zh = attempt(loop, "nobody9", "guess", ip="10.0.0.66", lang="zh-hans").content.decode()
     assert "登录失败次数过多" in zh
+
+
+# --- The other forms that check a password or send a reset mail (issue 28 point 4, S3, O5) ---
+
+
+def _signed_in_ana() -> Client:
+    client = Client(REMOTE_ADDR="10.0.0.5")
+    assert attempt(client, "ana", "right-pw-123", ip="10.0.0.5").status_code == 302
+    return client
+
+
+def test_the_password_change_form_locks_out_after_the_axes_failure_limit_issue28(ana, settings):
+    client = _signed_in_ana()
+    change = {"new_password1": "n3w-long-pw-881", "new_password2": "n3w-long-pw-881"}
+    for _ in range(settings.AXES_FAILURE_LIMIT - 1):
+        page = client.post("/account/password/", {"old_password": "guess", **change}, REMOTE_ADDR="10.0.0.5")
+        assert page.status_code == 200 and "incorrectly" in page.content.decode()
+    assert client.post("/account/password/", {"old_password": "guess", **change},
+                       REMOTE_ADDR="10.0.0.5").status_code == 429
+    # Locked: the right old password is refused too, and the password stays.
+    locked = client.post("/account/password/", {"old_password": "right-pw-123", **change}, REMOTE_ADDR="10.0.0.5")
+    assert locked.status_code == 429 and "Login locked for now" in locked.content.decode()
+    ana.refresh_from_db()
+    assert ana.check_password("right-pw-123")
+
+
+def test_the_delete_my_account_form_locks_out_after_the_axes_failure_limit_issue28(ana, settings):
+    client = _signed_in_ana()
+    for _ in range(settings.AXES_FAILURE_LIMIT - 1):
+        page = client.post("/account/delete/", {"password": "guess", "confirm": "1"}, REMOTE_ADDR="10.0.0.5")
+        assert page.status_code == 200 and "That is not your password." in page.content.decode()
+    assert client.post("/account/delete/", {"password": "guess", "confirm": "1"},
+                       REMOTE_ADDR="10.0.0.5").status_code == 429
+    locked = client.post("/account/delete/", {"password": "right-pw-123", "confirm": "1"}, REMOTE_ADDR="10.0.0.5")
+    assert locked.status_code == 429
+    assert type(ana).objects.filter(pk=ana.pk).exists()  # nothing was deleted
+
+
+def test_password_reset_requests_are_limited_per_client_address_issue28(ana, settings, mailoutbox):
+    """Each request may send a mail: past PREVIOUSLY_LOGIN_ADDRESS_FAILURES from one address in
+    the window, the next is answered 429 with no mail sent; other addresses are not affected."""
+    settings.PREVIOUSLY_LOGIN_ADDRESS_FAILURES = 3
+    ana.email = "ana@example.org"
+    ana.save()
+    loop = Client()
+    for _ in range(3):
+        assert loop.post("/password-reset/", {"email": "ana@example.org"}, REMOTE_ADDR="10.0.0.77").status_code == 302
+    assert len(mailoutbox) == 3
+    refused = loop.post("/password-reset/", {"email": "ana@example.org"}, REMOTE_ADDR="10.0.0.77")
+    assert refused.status_code == 429 and len(mailoutbox) == 3
+    page = refused.content.decode()
+    assert "Too many password reset requests" in page and "PREVIOUSLY_LOGIN_ADDRESS_FAILURES" in page
+    assert_csp_clean(refused)
+    zh = loop.post("/password-reset/", {"email": "ana@example.org"}, REMOTE_ADDR="10.0.0.77",
+                   HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
+    assert "重置密码的请求过多" in zh
+    assert Client().post("/password-reset/", {"email": "ana@example.org"}, REMOTE_ADDR="10.0.0.78").status_code == 302
+    assert len(mailoutbox) == 4
+    assert attempt(Client(), "ana", "right-pw-123", ip="10.0.0.77").status_code == 302  # logins are counted apart

@@ -48,10 +48,17 @@ def account(request):
     })
 
 
-def _end(request, keys) -> int:
-    ended = end_sessions(request.user, keys)
+def _end(user, keys) -> int:
+    ended = end_sessions(user, keys)
     close_sockets(ended)
     return len(ended)
+
+
+def _sign_out_elsewhere(request, user) -> None:
+    """Every session of `user` but this request's ends, its chat sockets closed: their password
+    was changed, or reset by a link (O5, issue 28 point 5)."""
+    current = request.session.session_key
+    _end(user, [s.session_key for s in sessions_of(user) if s.session_key != current])
 
 
 @login_required
@@ -61,7 +68,7 @@ def session_end(request):
     current = request.session.session_key
     others = [s.session_key for s in sessions_of(request.user) if s.session_key != current]
     keys = others if request.POST.get("all") else [k for k in request.POST.getlist("session") if k in others]
-    n = _end(request, keys)
+    n = _end(request.user, keys)
     flash.success(request, ngettext("%(n)d session was signed out.", "%(n)d sessions were signed out.", n) % {"n": n})
     return redirect("account")
 
@@ -82,8 +89,7 @@ class PasswordChangeView(auth_views.PasswordChangeView):
 
     def form_valid(self, form):
         response = super().form_valid(form)
-        current = self.request.session.session_key
-        _end(self.request, [s.session_key for s in sessions_of(self.request.user) if s.session_key != current])
+        _sign_out_elsewhere(self.request, self.request.user)
         flash.success(self.request, _("Your password was changed. Your other sessions were signed out."))
         return response
 
@@ -104,10 +110,16 @@ def account_delete(request):
 
 
 class PasswordResetConfirmView(auth_views.PasswordResetConfirmView):
-    """Django's view; a link that was used or has expired answers 404, not a form."""
+    """Django's view; a link that was used or has expired answers 404, not a form; once the
+    password is reset, every session of the person is signed out, as a change does."""
 
     template_name = "accounts/password_reset_confirm.html"
     success_url = reverse_lazy("password_reset_complete")
+
+    def form_valid(self, form):
+        response = super().form_valid(form)
+        _sign_out_elsewhere(self.request, form.user)
+        return response
 
     def render_to_response(self, context, **kwargs):
         if not context.get("validlink"):

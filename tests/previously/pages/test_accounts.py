@@ -161,6 +161,33 @@ async def test_ending_another_session_closes_its_chat_socket():
     await socket.disconnect()
 
 
+def _reset_by_link(email: str, new_password: str) -> None:
+    Client().post("/password-reset/", {"email": email})
+    path = re.search(r"https?://[^/]+(/password-reset/\S+/)", mail.outbox[-1].body).group(1)
+    guest = Client()
+    form = guest.get(path, follow=True)
+    assert guest.post(form.redirect_chain[-1][0], {"new_password1": new_password,
+                                                   "new_password2": new_password}).status_code == 302
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_a_reset_by_link_signs_out_every_session_and_closes_their_chat_sockets_issue28_o5():
+    await sync_to_async(_person)(email="lina@example.org")
+    phone = await sync_to_async(_signed_in)("lina", PASSWORD, "Safari on a phone")
+    laptop = await sync_to_async(_signed_in)("lina")
+    headers = [(b"cookie", f"sessionid={phone.cookies['sessionid'].value}".encode()), (b"host", b"127.0.0.1:8000"),
+               (b"origin", b"http://127.0.0.1:8000")]
+    socket = WebsocketCommunicator(application, "/ws/chat/owner/", headers=headers)
+    connected, _ = await socket.connect()
+    assert connected
+    await sync_to_async(_reset_by_link)("lina@example.org", "r-new-pw-6610")
+    assert await socket.receive_output(timeout=5) == {"type": "websocket.close", "code": 4401}
+    assert (await sync_to_async(phone.get)("/account/")).status_code == 302
+    assert (await sync_to_async(laptop.get)("/account/")).status_code == 302
+    assert not await AccountSession.objects.filter(user__username="lina").aexists()
+    await socket.disconnect()
+
+
 @pytest.mark.django_db(transaction=True)
 def test_deleting_my_account_asks_the_password_and_leaves_no_copy():
     name = f"zora{secrets.token_hex(4)}"
@@ -181,3 +208,18 @@ def test_deleting_my_account_asks_the_password_and_leaves_no_copy():
         path = Path(connection.settings_dict["NAME"])
         blobs = b"".join(p.read_bytes() for p in (path, Path(f"{path}-wal")) if p.exists())
         assert secret.encode() not in blobs
+
+
+@pytest.mark.django_db
+def test_deleting_my_account_clears_the_note_and_name_on_the_invitation_i_used_issue28_d6(client):
+    client.force_login(_person("root", staff=True))
+    client.post("/people/invite/", {"days": 7, "note": "for Lin 林 from the choir"})
+    link = _link(client.get("/people/").content.decode())
+    lin = Client()
+    lin.post(link.split("testserver", 1)[1], {"username": "lin", "password1": "a-long-pw-9931",
+                                               "password2": "a-long-pw-9931"})
+    assert Invitation.objects.get().used_by.username == "lin"
+    assert lin.post("/account/delete/", {"password": "a-long-pw-9931", "confirm": "1"}).status_code == 302
+    used = Invitation.objects.get()
+    assert (used.note, used.used_by, used.used_at is not None) == ("", None, True)  # still used: the link stays spent
+    assert "for Lin 林" not in client.get("/people/").content.decode()

@@ -2,6 +2,7 @@
 shown again; a test button; the chosen defaults reach every process without a restart."""
 
 import logging
+import re
 import socket
 
 import pytest
@@ -45,8 +46,31 @@ def _closed_port() -> int:
 
 def test_only_http_and_https_addresses_are_taken(staff, client):
     page = client.post("/connections/new/", {"base_url": "ftp://127.0.0.1/v1", "api_key": KEY})
-    assert page.status_code == 400 and "http:// or https://" in page.content.decode()
+    assert page.status_code == 400 and "must start with http:// or https://" in page.content.decode()
     assert client.post("/connections/new/", {"base_url": "javascript:alert(1)"}).status_code == 400
+    assert not Connection.objects.exists()
+
+
+@pytest.mark.parametrize("address", ["http://ollama:11434/v1", "http://my-gpu-box:8000/v1",
+                                     "https://llm.internal/v1", "http://[::1]:8080/v1"])
+def test_bare_host_names_of_a_docker_service_or_a_lan_box_are_taken_issue28_o4(staff, client, address):
+    assert client.post("/connections/new/", {"base_url": address}).status_code == 302
+    assert Connection.objects.get().base_url == address
+
+
+@pytest.mark.parametrize(("address", "problem"), [
+    ("ftp://127.0.0.1/v1", "must start with http:// or https://"),
+    ("ollama:11434/v1", "must start with http:// or https://"),
+    ("http:///v1", "has no host name"),
+    ("http://my gpu box:8000/v1", "a space or a control character"),
+    ("http://ollama:11434/v1\x07", "a space or a control character"),
+    ("http://ollama:99999/v1", "port must be a number from 1 to 65535"),
+    ("http://[::1/v1", "not a valid name or IP address"),
+])
+def test_an_address_that_is_not_http_with_a_host_is_refused_naming_the_problem_issue28_o4(
+        staff, client, address, problem):
+    page = client.post("/connections/new/", {"base_url": address})
+    assert page.status_code == 400 and problem in page.content.decode()
     assert not Connection.objects.exists()
 
 
@@ -79,12 +103,25 @@ def test_the_test_button_shows_the_latency_or_the_error_in_plain_words(staff, cl
     assert "fake-model" in models
 
 
+def test_the_test_button_shows_a_wrong_key_as_refused_in_plain_words_issue28_o4(staff, client, llm_server):
+    llm_server.api_key = KEY
+    client.post("/connections/new/", {"name": "hosted", "base_url": llm_server.base_url, "api_key": "sk-wrong-1"})
+    conn = Connection.objects.get()
+    client.post(f"/connections/{conn.pk}/test/")
+    page = client.get("/connections/").content.decode()
+    assert "The server refused the key (401)." in page and "answered in" not in page
+    assert "The server refused the key (401)." in client.get(f"/connections/{conn.pk}/models/").content.decode()
+    client.post(f"/connections/{conn.pk}/", {"name": "hosted", "base_url": llm_server.base_url, "api_key": KEY})
+    client.post(f"/connections/{conn.pk}/test/")
+    assert "answered in" in client.get("/connections/").content.decode()
+
+
 def test_the_chosen_connection_is_used_without_a_restart_and_a_change_elsewhere_is_followed(
         staff, client, llm_server, fresh_choice):
     assert get_provider().offline
     conn = Connection.objects.create(name="local", base_url=llm_server.base_url)
-    client.post("/connections/choose/", {"chat_connection": conn.pk, "chat_model": "fake-model",
-                                         "agent_model": "fake-agent"})
+    client.post("/connections/choose/", {"chat_connection": conn.pk, "chat_model": f"{conn.pk}|fake-model",
+                                         "agent_model_typed": "fake-agent"})
     provider = get_provider()
     assert not provider.offline and provider.base_url == llm_server.base_url.rstrip("/")
     assert provider.model == "fake-model"
@@ -127,12 +164,15 @@ def test_offline_the_chat_page_tells_staff_where_to_connect_and_others_who_can(s
 @pytest.fixture
 def embed_conn(llm_server, fresh_choice, settings):
     settings.PREVIOUSLY_EMBEDDINGS = ""  # the environment chooses nothing
+    llm_server.models.append("fake-embed")
     return Connection.objects.create(name="嵌入 server", base_url=llm_server.base_url)
 
 
-def _choose_embeddings(client, conn=None, model="", kind="openai"):
+def _choose_embeddings(client, conn=None, model="", kind="openai", typed=False):
+    """Picked from the connection's list, or typed (a server that lists nothing)."""
+    picked = {"embedding_model_typed": model} if typed else {"embedding_model": f"{conn.pk}|{model}" if model else ""}
     return client.post("/connections/choose/", {"embeddings": kind, "embedding_connection": conn.pk if conn else "",
-                                                "embedding_model": model})
+                                                **picked})
 
 
 def test_a_connections_embedding_model_chosen_on_the_page_embeds_the_lines_o4_r8(staff, client, embed_conn, llm_server):
@@ -166,7 +206,7 @@ def test_a_connection_model_choice_needs_the_connection_and_the_model_named(staf
     assert page.status_code == 400
     html = page.content.decode()
     assert "Choose the connection whose embedding model to use." in html
-    assert "Type the name of the embedding model." in html
+    assert "Choose the embedding model, or type its name." in html
     assert ModelChoice.objects.filter(pk=1, embeddings="openai").exists() is False
 
 
@@ -192,7 +232,7 @@ def test_a_new_embedding_model_re_embeds_the_stored_lines_by_itself_r8(staff, cl
 
 def test_an_unreachable_embedding_connection_leaves_recall_lexical_with_a_warning(staff, client, embed_conn, caplog):
     dead = Connection.objects.create(name="gone", base_url=f"http://127.0.0.1:{_closed_port()}/v1")
-    _choose_embeddings(client, dead, "fake-embed")
+    _choose_embeddings(client, dead, "fake-embed", typed=True)
     profile = f.ProfileFactory(key="lex")
     with caplog.at_level(logging.WARNING):
         line = archive_message(profile=profile, mid="c_00000000000000f1", speaker="user", content="tulips 郁金香").message
@@ -201,3 +241,64 @@ def test_an_unreachable_embedding_connection_leaves_recall_lexical_with_a_warnin
     assert not RecallVector.objects.filter(message=line).exists()
     assert line.pk in [h.message_id for h in found]
     assert "embedding" in caplog.text and "lexical" in caplog.text
+
+
+def test_the_address_error_is_in_chinese_for_a_chinese_page_issue28_o4(staff, client):
+    client.cookies["django_language"] = "zh-hans"
+    page = client.post("/connections/new/", {"base_url": "http:///v1"})
+    assert "地址在“http://”之后没有主机名。" in page.content.decode()
+
+
+# --- The defaults chosen from the connections' lists (issue 28 point 3, O4) ---
+
+
+def test_the_defaults_are_chosen_from_each_connections_list_under_its_name_issue28_o4(
+        staff, client, llm_server, fresh_choice):
+    llm_server.models.append("nomic-embed-text")
+    conn = Connection.objects.create(name="本地 llama", base_url=llm_server.base_url)
+    page = client.get("/connections/").content.decode()
+    for name in ("chat_model", "agent_model", "embedding_model"):
+        assert f'<select name="{name}"' in page
+        assert f'<input type="text" name="{name}_typed"' in page  # the typed fallback beside each
+    assert re.search(rf'<optgroup label="本地 llama">\s*<option value="{conn.pk}\|fake-model">fake-model</option>', page)
+    # A model picked from a list brings its connection: none need be chosen apart.
+    assert client.post("/connections/choose/", {
+        "chat_model": f"{conn.pk}|fake-model", "agent_model": f"{conn.pk}|nomic-embed-text",
+        "embeddings": "openai", "embedding_model": f"{conn.pk}|nomic-embed-text"}).status_code == 302
+    choice = ModelChoice.current()
+    assert (choice.chat_connection_id, choice.chat_model, choice.agent_model) == (conn.pk, "fake-model", "nomic-embed-text")
+    assert (choice.embedding_connection_id, choice.embedding_model) == (conn.pk, "nomic-embed-text")
+    page = client.get("/connections/").content.decode()
+    assert f'<option value="{conn.pk}|fake-model" selected>fake-model</option>' in page
+
+
+def test_a_model_of_another_connection_than_the_one_chosen_is_refused_naming_both_issue28_o4(
+        staff, client, llm_server, fresh_choice):
+    listed = Connection.objects.create(name="listed", base_url=llm_server.base_url)
+    other = Connection.objects.create(name="other", base_url=f"http://127.0.0.1:{_closed_port()}/v1")
+    page = client.post("/connections/choose/", {"chat_connection": other.pk, "chat_model": f"{listed.pk}|fake-model"})
+    assert page.status_code == 400
+    assert "“fake-model” is listed by listed, not by the connection chosen above." in page.content.decode()
+    assert ModelChoice.current().chat_connection_id is None
+
+
+def test_a_model_typed_for_a_server_that_is_unreachable_is_taken_and_then_kept_with_a_note_issue28_o4(
+        staff, client, llm_server, fresh_choice):
+    Connection.objects.create(name="listed", base_url=llm_server.base_url)
+    away = Connection.objects.create(name="away", base_url=f"http://127.0.0.1:{_closed_port()}/v1")
+    assert client.post("/connections/choose/", {"chat_connection": away.pk, "chat_model_typed": "qwen3:8b"}
+                       ).status_code == 302
+    assert (ModelChoice.current().chat_connection_id, ModelChoice.current().chat_model) == (away.pk, "qwen3:8b")
+    page = client.get("/connections/").content.decode()
+    assert f'<option value="{away.pk}|qwen3:8b" selected>qwen3:8b (away; no longer listed)</option>' in page
+    assert "“qwen3:8b” is no longer listed; it stays the default until you choose another." in page
+
+
+def test_with_no_list_at_all_the_models_are_typed_issue28_o4(staff, client, llm_server, fresh_choice):
+    llm_server.models = None  # GET /models answers 404, as servers that list nothing do
+    conn = Connection.objects.create(name="bare", base_url=llm_server.base_url)
+    page = client.get("/connections/").content.decode()
+    assert '<input type="text" name="chat_model"' in page and "_typed" not in page
+    assert "No connection lists its models now: type the model&#x27;s name." in page
+    client.post("/connections/choose/", {"chat_connection": conn.pk, "chat_model": "llama3"})
+    assert ModelChoice.current().chat_model == "llama3"
