@@ -1,7 +1,8 @@
 """Import another app's chat history (SPEC H1, issue 27): ChatGPT, Claude, Open WebUI,
 SillyTavern, recognised by content. Checked whole before anything is written, then written in
 short batches; re-running adds nothing and finishes an interrupted import. A SillyTavern
-character card (PNG or JSON, H2) is recognised too and handed to `import_character_card`."""
+character card (PNG or JSON, H2) is recognised too and handed to `import_character_card`, so a
+PNG or a card's JSON that is not a card we take is refused with the card's own problem."""
 
 import json
 from pathlib import Path
@@ -11,7 +12,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError
 from django.utils.translation import gettext
 
-from memory.interop.character_card import is_character_card
+from memory.interop.character_card import looks_like_card
 from memory.interop.history import HistoryImport, Refused, apply
 from memory.interop.history.detect import APP_NAMES
 from memory.interop.history.shapes import APPS
@@ -49,7 +50,7 @@ class Command(BaseCommand):
         if key is not None and not PROFILE_KEY_RE.fullmatch(key):
             raise CommandError(gettext("--profile %(key)s: a key is 1-32 characters of a-z, 0-9, '_' or '-'") % {
                 "key": repr(key)}, returncode=2)
-        if opts["format"] == "card" or (opts["format"] == "auto" and is_character_card(path)):
+        if opts["format"] == "card" or (opts["format"] == "auto" and looks_like_card(path)):
             call_command("import_character_card", str(path), user=user.get_username(), profile=key,
                          dry_run=opts["dry_run"], report_json=opts["report_json"],
                          stdout=self.stdout, stderr=self.stderr)
