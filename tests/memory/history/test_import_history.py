@@ -387,3 +387,52 @@ def test_chatgpt_memory_and_custom_instructions_leave_the_card_unchanged(tmp_pat
     assert "Mochi" not in card.text and "Shanghai" not in card.text
     assert not CardSnapshot.objects.filter(profile=profile).exists()
     assert not EvolutionRun.objects.filter(profile=profile).exists()
+
+
+# --- images the other apps showed, counted missing (issue 27 audit point 5) -------------------------------------------
+
+def test_claude_files_and_attachments_without_their_text_are_images_missing(tmp_path, user, profile):
+    convs = s.claude_conversations()
+    thanks = convs[0]["chat_messages"][3]
+    thanks["files"] = [{"file_name": "cat.png"}]
+    thanks["files_v2"] = [{"file_uuid": "f-1", "file_name": "cat.png", "file_kind": "image"}]  # the same file again
+    thanks["attachments"] = [{"file_name": "scan.pdf", "file_size": 10, "extracted_content": ""}]
+    path = tmp_path / "conversations.json"
+    path.write_text(json.dumps(convs), encoding="utf-8")
+    report = run(path, user)
+    t = report.total()
+    assert (t.images_found, t.images_missing) == (0, 3)  # photo.jpg (a message with no text), cat.png, scan.pdf
+    assert t.skipped[Skip.EMPTY] == 1 and t.skipped[Skip.ATTACHMENT_TEXT] == 1
+    assert [m.content for m in lines(profile)] == ["How long should I practise scales?", "Ten minutes a day is plenty.",
+                                                   "谢谢！"]
+
+
+def test_openwebui_image_files_are_images_missing(tmp_path, user, profile):
+    chats = s.openwebui_chats()
+    nodes = chats[0]["chat"]["history"]["messages"]
+    nodes["u2"]["files"] = [{"type": "image", "url": "data:image/png;base64,iVBORw0KGgo="},
+                            {"type": "file", "file": {"id": "doc"}, "name": "notes.txt"}]
+    nodes["u3"] = {"id": "u3", "parentId": "u1", "childrenIds": [], "role": "user", "content": "",
+                   "files": [{"type": "image", "url": "/api/v1/files/abc/content"}], "timestamp": 1_730_000_001}
+    nodes["u1"]["childrenIds"].append("u3")
+    path = tmp_path / "chat-export.json"
+    path.write_text(json.dumps(chats), encoding="utf-8")
+    report = run(path, user)
+    assert (report.total().images_found, report.total().images_missing) == (0, 1)  # u3 is off the path
+    assert [m.content for m in lines(profile)] == ["Hi there", "Hey! (second)", "Tell me a joke"]
+
+
+def test_sillytavern_extra_image_is_an_image_missing_and_moves_no_other_mid(tmp_path, user, profile):
+    plain = s.sillytavern_lines()
+    run(s.write_jsonl(tmp_path / "plain.jsonl", plain), user)
+    pictured = copy.deepcopy(plain)
+    pictured[2]["extra"] = {"image": "/user/images/Mia/Mia_2025-06-14@18h23m.png", "inline_image": True}
+    picture_only = {"name": "Alex", "is_user": True, "is_system": False, "send_date": plain[2]["send_date"], "mes": "",
+                    "extra": {"image": "/user/images/Mia/cat.jpg"}}
+    pictured.insert(2, picture_only)  # same time and speaker as the next line
+    other = Profile.objects.create(user=user, key="other")
+    report = run(s.write_jsonl(tmp_path / "pictured.jsonl", pictured), user, profile_key="other")
+    assert (report.total().images_found, report.total().images_missing) == (0, 2)
+    assert [m.content for m in lines(other)] == [m.content for m in lines(profile)]
+    mids = set(Message.objects.filter(profile=profile).values_list("mid", flat=True))
+    assert set(Message.objects.filter(profile=other).values_list("mid", flat=True)) == mids
