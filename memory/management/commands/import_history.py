@@ -15,6 +15,7 @@ from django.utils.translation import gettext
 from memory.interop.character_card import looks_like_card
 from memory.interop.history import HistoryImport, Refused, apply
 from memory.interop.history.detect import APP_NAMES
+from memory.interop.history.plan import Stage
 from memory.interop.history.shapes import APPS
 from memory.management import output
 from memory.management.profiles import resolve_user
@@ -57,7 +58,10 @@ class Command(BaseCommand):
             return
         try:
             with HistoryImport(path, user=user, profile_key=key, fmt=opts["format"]) as imp, \
-                    output.progress(self.stderr) as progress:
+                    output.progress(self.stderr) as draw:
+                def progress(stage: str, done: int, total: int) -> None:
+                    draw(str(Stage.LABELS[stage]), done, total)
+
                 report = imp.preview(progress=progress) if opts["dry_run"] else apply(imp, progress=progress)
         except Refused as exc:
             raise CommandError(gettext("refused: %(reason)s Nothing was written.") % {"reason": exc}, returncode=1) from None

@@ -27,6 +27,7 @@ from django.views.decorators.http import require_POST
 
 from memory.interop.history import HistoryImport, Refused, apply
 from memory.interop.history.detect import APP_NAMES
+from memory.interop.history.plan import Stage
 from memory.interop.history.shapes import APPS
 from memory.interop.previews import (
     TOKEN_RE,
@@ -43,6 +44,7 @@ log = logging.getLogger(__name__)
 PENDING = "history_import_pending"
 RUNNING = "history_import_running"
 SHOWN = 50  # conversations listed on the preview (the totals count them all)
+PROGRESS_EVERY = 0.5  # seconds between two progress writes within a stage
 
 
 def _progress_file(token: str) -> Path:
@@ -134,7 +136,8 @@ def history_progress(request, token: str):
         raise Http404("no such import")
     state = _read_progress(token) or {"state": "gone"}
     template = "data/history.html#progress" if request.headers.get("HX-Request") else "data/history.html"
-    return render(request, template, _context(request, progress=state, token=token))
+    return render(request, template, _context(request, progress=state, token=token,
+                                              stage=Stage.LABELS.get(state.get("stage"), "")))
 
 
 def _error(request, message: str):
@@ -145,12 +148,12 @@ def _error(request, message: str):
 def apply_history(token: str, user_id: int, profile_key: str, fmt: str, name: str) -> str:
     """Apply a previewed history import, writing its progress for the page; returns its state."""
     user = get_object_or_404(get_user_model(), pk=user_id)
-    last = [0.0]
+    last = {"at": 0.0, "stage": None}
 
     def progress(stage: str, done: int, total: int) -> None:
         now = time.monotonic()
-        if now - last[0] >= 0.5:
-            last[0] = now
+        if stage != last["stage"] or now - last["at"] >= PROGRESS_EVERY:  # a new stage is written at once
+            last.update(at=now, stage=stage)
             _write_progress(token, {"state": "running", "stage": stage, "done": done, "total": total})
 
     try:
