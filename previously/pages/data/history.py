@@ -4,8 +4,9 @@ in the background with progress, then the result.
 The upload is kept like the full import's (memory/interop/previews.py: `imports/<token>.json`,
 removed on apply, cancel, a new upload, or after PREVIOUSLY_IMPORT_PREVIEW_HOURS). The apply
 runs as a task (`apply_history`), which writes its progress beside the upload
-(`imports/<token>.progress.json`); the progress page polls it with htmx. The session knows the
-one pending and the one running import, so nobody else's token is ever read (P2).
+(`imports/<token>.progress.json`); the progress page polls it with htmx, and once done offers
+the companion settings page's catch-up section (H3: its estimate and its button). The session
+knows the one pending and the one running import, so nobody else's token is ever read (P2).
 """
 
 import json
@@ -38,6 +39,7 @@ from memory.interop.previews import (
 )
 from memory.models import Profile
 from memory.models.archive import PROFILE_KEY_RE
+from previously.agent import catch_up
 from previously.pages.current_profile import current_profile
 
 log = logging.getLogger(__name__)
@@ -136,8 +138,15 @@ def history_progress(request, token: str):
         raise Http404("no such import")
     state = _read_progress(token) or {"state": "gone"}
     template = "data/history.html#progress" if request.headers.get("HX-Request") else "data/history.html"
+    extra = {}
+    if state.get("state") == "done":
+        # The next step: the card catches up (H3). The settings page's section, its estimate and
+        # its button (profile_catch_up), shown here too.
+        target = Profile.objects.filter(user=request.user, key=state.get("profile")).first()
+        if target is not None:
+            extra = {"target": target, "catch_up_plan": catch_up.plan(target), "catch_up": catch_up.latest(target)}
     return render(request, template, _context(request, progress=state, token=token,
-                                              stage=Stage.LABELS.get(state.get("stage"), "")))
+                                              stage=Stage.LABELS.get(state.get("stage"), ""), **extra))
 
 
 def _error(request, message: str):

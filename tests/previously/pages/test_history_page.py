@@ -6,7 +6,8 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
 from memory.interop.previews import preview_exists
-from memory.models import Message, Profile
+from memory.models import CatchUp, Message, Profile
+from previously.agent import catch_up
 from previously.pages.data import history
 from tests.memory.history import samples as s
 
@@ -100,3 +101,26 @@ def test_progress_mid_apply_keeps_one_scale_per_stage(client_in, tmp_path, setti
     writing = page_at({"state": "running", "stage": "writing", "done": 8, "total": 18})
     assert "Writing the lines: 8 of 18 lines." in writing
     assert '<progress id="history-bar" max="18" value="8"></progress>' in writing
+
+
+def test_the_done_state_offers_to_catch_the_card_up_with_its_estimate(client_in, tmp_path, user, llm_provider):
+    upload(client_in, tmp_path)
+    token = client_in.session["history_import_pending"]["token"]
+    done = client_in.post(reverse("data_history_apply"), {"token": token}, follow=True).content.decode()
+
+    mia = Profile.objects.get(user=user, key="mia")
+    found = catch_up.plan(mia)
+    assert found.runs == 2
+    assert "Catch up on the history" in done
+    assert (f"{found.runs} conversations to read: about {found.calls_expected} model calls (at most "
+            f"{found.calls_at_most}) and {found.tokens_expected} tokens sent.") in done
+    assert f'action="{reverse("profile_catch_up", args=["mia"])}"' in done
+    assert '<input type="hidden" name="action" value="start">' in done and "Start catching up" in done
+    assert not CatchUp.objects.exists()  # offered, not started
+
+
+def test_the_done_state_says_when_no_model_can_catch_the_card_up(client_in, tmp_path):
+    upload(client_in, tmp_path)
+    token = client_in.session["history_import_pending"]["token"]
+    done = client_in.post(reverse("data_history_apply"), {"token": token}, follow=True).content.decode()
+    assert "No model is configured, so the card cannot catch up." in done and "Start catching up" not in done
