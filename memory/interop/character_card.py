@@ -32,6 +32,7 @@ import zlib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+import ijson
 from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
@@ -130,6 +131,45 @@ def is_character_card(source: str | Path | bytes) -> bool:
     except CardRefused:
         return False
     return True
+
+
+CARD_SNIFF_EVENTS = 5000  # JSON events looked at for a card's top-level keys before giving up
+UTF8_BOM = b"\xef\xbb\xbf"
+
+
+def looks_like_card(source: str | Path | bytes) -> bool:
+    """Whether `source` presents itself as a character card, so that `import_history` hands it to
+    `import_character_card`, whose refusal names the card's own problem: a PNG (with a card
+    chunk or not), or a JSON object whose top-level keys are a card's (`spec` naming a
+    `chara_card_…`, or V1's `name` beside `first_mes` or `description`). Read as a stream from
+    its first bytes, never whole: a chat export is no object of these keys."""
+    try:
+        fh = io.BytesIO(source) if isinstance(source, bytes) else Path(source).open("rb")
+    except OSError:
+        return False
+    with fh:
+        head = fh.read(len(PNG_SIGNATURE))
+        if head == PNG_SIGNATURE:
+            return True
+        fh.seek(len(UTF8_BOM) if head.startswith(UTF8_BOM) else 0)
+        return _card_shaped(fh)
+
+
+def _card_shaped(fh) -> bool:
+    keys: set[str] = set()
+    try:
+        for n, (prefix, event, value) in enumerate(ijson.parse(fh, multiple_values=True)):
+            if n == 0 and event != "start_map":
+                return False
+            if prefix == "spec" and event == "string":
+                return value.startswith("chara_card")
+            if prefix == "" and event == "map_key":
+                keys.add(value)
+            if (prefix == "" and event == "end_map") or n > CARD_SNIFF_EVENTS:
+                break
+    except (ijson.JSONError, UnicodeDecodeError):
+        pass  # a card broken after its keys is still the card's to refuse
+    return "name" in keys and bool(keys & {"first_mes", "description"}) and not keys & {"user_name", "character_name"}
 
 
 def _read_bytes(source, label: str) -> bytes:

@@ -21,8 +21,8 @@ ARTIFACTS = Path(settings.BASE_DIR) / "var" / "test-artifacts"
 LOCALES = {"en": "en-GB", "zh": "zh-CN"}
 WORDS = {
     "en": {"preview": "Preview (nothing written yet)", "apply": "Apply this import", "done": "Imported",
-           "new": "It makes a new companion"},
-    "zh": {"preview": "预览（尚未写入）", "apply": "执行导入", "done": "已导入", "new": "将新建伙伴"},
+           "new": "It makes a new companion", "catch_up": "Catch up on the history"},
+    "zh": {"preview": "预览（尚未写入）", "apply": "执行导入", "done": "已导入", "new": "将新建伙伴", "catch_up": "补读历史对话"},
 }
 
 
@@ -96,7 +96,8 @@ class HistoryInTheBrowser(LiveChatServer):
                     page.screenshot(path=str(ARTIFACTS / f"history-preview-{width}-{lang}.png"), full_page=True)
                     page.click("#history-apply")
                     expect(page.locator("#history-done")).to_be_visible(timeout=20_000)
-                    expect(page.locator("#history-progress h2")).to_have_text(words["done"])
+                    expect(page.locator("#history-progress > h2")).to_have_text(words["done"])
+                    expect(page.locator("#history-progress #catch-up")).to_contain_text(words["catch_up"])
                     page.screenshot(path=str(ARTIFACTS / f"history-done-{width}-{lang}.png"), full_page=True)
 
                     slices, count = off_the_loop(lambda lang=lang, key=key: imported(f"hist-{lang}", key))

@@ -5,8 +5,10 @@ What we learned from real exports and other parsers (conversation_to_md, polylog
 Claude-to-Markdown converters): `sender` is `human` or `assistant`; `text` is what the
 conversation showed, while `content` repeats it in blocks beside `thinking`, `tool_use` and
 `tool_result` blocks; `attachments` carry `extracted_content` (the text of a pasted or
-uploaded file), `files` only names. Times are ISO 8601 with `Z`. Every message's `text` is a
-line; the other blocks and the attachments' text are counted.
+uploaded file), `files` only names (an uploaded image: its bytes are not in the export). Times
+are ISO 8601 with `Z`. Every message's `text` is a line; the other blocks and the attachments'
+text are counted, and the files (and attachments without their text) are counted as images
+missing.
 """
 
 from collections.abc import Iterator
@@ -55,12 +57,31 @@ def conversation(item, *, record: str, source: Source, zone) -> Conversation:
             conv.skipped[Skip.SYSTEM] += 1
             continue
         text = message.get("text")
-        if not isinstance(text, str) or not text.strip():
+        text = text if isinstance(text, str) and text.strip() else ""
+        images = files(message)
+        if not text and not images:
             conv.skipped[Skip.EMPTY] += 1
             continue
         at = from_text(message.get("created_at"), zone) or at
         if at is None:
             raise source.refuse(gettext("a message has no time and neither has its conversation."), record=where)
         key = message.get("uuid") if isinstance(message.get("uuid"), str) and message["uuid"] else f"#{position}"
-        conv.lines.append(Line(key=key, speaker=speaker, text=text, at=at))
+        conv.lines.append(Line(key=key, speaker=speaker, text=text, at=at, images=images))
     return conv
+
+
+def files(message: dict) -> list[str]:
+    """The files a message showed, by name: its `files` (and newer exports' `files_v2`: uploaded
+    images) and the `attachments` whose text the export does not hold. The export's archive
+    holds none of their bytes, so each is an image counted missing unless a member of that name
+    is there."""
+    names: list[str] = []
+    listed = [*(message.get("files") or []), *(message.get("files_v2") or [])]
+    attached = [a for a in message.get("attachments") or [] if isinstance(a, dict) and not a.get("extracted_content")]
+    for item in [*listed, *attached]:
+        if not isinstance(item, dict):
+            continue
+        name = item.get("file_name") or item.get("file_uuid")
+        if isinstance(name, str) and name and name[:100] not in names:
+            names.append(name[:100])
+    return names

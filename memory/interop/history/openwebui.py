@@ -7,7 +7,8 @@ the person last saw, the tree holds every regenerated reply and edited prompt; a
 reply is another assistant child of the same user message; times are epoch seconds (some
 builds write milliseconds); an assistant message that failed keeps its `error` beside an
 empty or partial `content`; the chat's system prompt is `chat.params.system` (or
-`chat.system`).
+`chat.system`); a message's pictures are its `files` of type "image" (`url`: a data: URL or
+the server's file address), counted as images missing.
 """
 
 from collections.abc import Iterator
@@ -69,9 +70,23 @@ def _message(node: dict, conv: Conversation, previous) -> Line | None:
         conv.skipped[Skip.OTHER_CONTENT] += 1
         return None
     text = node.get("content")
-    if not isinstance(text, str) or not text.strip():
+    text = text if isinstance(text, str) and text.strip() else ""
+    images = _images(node)
+    if not text and not images:
         if not node.get("error"):
             conv.skipped[Skip.EMPTY] += 1
         return None
     at = from_epoch(node.get("timestamp")) or previous
-    return Line(key="", speaker=role, text=text, at=at)
+    return Line(key="", speaker=role, text=text, at=at, images=images)
+
+
+def _images(node: dict) -> list[str]:
+    """The images a message showed (`files` of type "image", by their `url`: a data: URL or
+    the server's /api/v1/files/… address). The export holds no image member, and inline data:
+    URLs are not decoded, so each is counted missing."""
+    found = []
+    for item in node.get("files") or []:
+        if isinstance(item, dict) and item.get("type") == "image":
+            url = item.get("url") or item.get("id") or ""
+            found.append(f"openwebui:{str(url)[:90]}")  # a ':' no zip member's name has: never found
+    return found

@@ -15,7 +15,7 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 from django.conf import settings
-from django.utils.translation import gettext
+from django.utils.translation import gettext, gettext_lazy
 
 from memory import limits
 from memory.archive import slice_gap
@@ -31,7 +31,17 @@ from memory.models.archive import DEFAULT_PROFILE_KEY
 READERS = {"chatgpt": chatgpt.read, "claude": claude.read, "openwebui": openwebui.read,
            "sillytavern": sillytavern.read}
 LOOKUP_CHUNK = 500
-Progress = Callable[[str, int, int], None]
+Progress = Callable[[str, int, int], None]  # (a Stage, done, total: 0 when not known)
+
+
+class Stage:
+    """What an import is doing, each stage on its own scale (so a bar never jumps between two):
+    the check counts the conversations read (their number is known only at its end), the write
+    counts the rows written of those the check found new."""
+
+    CHECKING = "checking"
+    WRITING = "writing"
+    LABELS = {CHECKING: gettext_lazy("checking the file"), WRITING: gettext_lazy("writing the lines")}
 
 
 def no_progress(stage: str, done: int, total: int) -> None:
@@ -112,7 +122,7 @@ class HistoryImport:
             report.conversations.append(planned.report)
             for note in planned.conversation.notes:
                 eids.add(note_eid(self.app, note))
-            progress(gettext("reading"), n, 0)
+            progress(Stage.CHECKING, n, 0)
         report.experiences_already = self._existing_eids(eids)
         report.experiences_new = len(eids) - report.experiences_already
         return report

@@ -6,13 +6,15 @@
 What we learned from SillyTavern's code and chats found in the wild: `mes` is the chosen swipe
 (`swipes[swipe_id]`); `swipe_info[i].send_date` dates each swipe; a hidden message (`/hide`)
 and the app's notices are `is_system`; a narrator message (`/sys`) has `extra.type` =
-"narrator"; a reply's reasoning is `extra.reasoning`; `send_date` is ISO 8601 in newer
-versions, epoch milliseconds in old ones, and text such as "June 14, 2025 6:22pm" in between —
-the person's wall clock, read in the companion's zone. Messages have no ids: a line's key is
-its `send_date` and speaker, numbered among the lines that share both, so a message deleted
-in SillyTavern does not shift the others' mids.
+"narrator"; a reply's reasoning is `extra.reasoning`; a picture sent with a message is
+`extra.image` (a path on the SillyTavern server, not in the chat file: counted as an image
+missing); `send_date` is ISO 8601 in newer versions, epoch milliseconds in old ones, and text
+such as "June 14, 2025 6:22pm" in between — the person's wall clock, read in the companion's
+zone. Messages have no ids: a line's key is its `send_date` and speaker, numbered among the
+lines that share both, so a message deleted in SillyTavern does not shift the others' mids.
 """
 
+import posixpath
 from collections import Counter
 from collections.abc import Iterator
 
@@ -56,7 +58,10 @@ def chat(source: Source, member: str, zone) -> Conversation:
         if extra.get("reasoning"):
             conv.skipped[Skip.REASONING] += 1
         text = message.get("mes")
-        if not isinstance(text, str) or not text.strip():
+        text = text if isinstance(text, str) and text.strip() else ""
+        image = extra.get("image")
+        images = [f"sillytavern:{posixpath.basename(image)[:80]}"] if isinstance(image, str) and image else []
+        if not text and not images:
             conv.skipped[Skip.EMPTY] += 1
             continue
         at = from_text(message.get("send_date"), zone) or at
@@ -64,9 +69,12 @@ def chat(source: Source, member: str, zone) -> Conversation:
             raise source.refuse(gettext("a message has no time and neither has its chat."), record=record)
         speaker = "user" if message.get("is_user") else "assistant"
         stamp = f"{message.get('send_date')}\x1f{speaker}"
+        if not text:  # a picture alone: counted missing, never a row; the lines after it keep their keys
+            conv.lines.append(Line(key=f"{stamp}\x1fpicture", speaker=speaker, text="", at=at, images=images))
+            continue
         key = f"{stamp}\x1f{seen[stamp]}"
         seen[stamp] += 1
-        line = Line(key=key, speaker=speaker, text=text, at=at)
+        line = Line(key=key, speaker=speaker, text=text, at=at, images=images)
         _swipes(message, line, conv, zone, answers=last_user)
         conv.lines.append(line)
         last_user = line if speaker == "user" else None

@@ -40,6 +40,7 @@ from memory.interop.history.plan import (
     PlannedConversation,
     Progress,
     Row,
+    Stage,
     no_progress,
     note_eid,
 )
@@ -75,9 +76,9 @@ def _apply(imp: HistoryImport, *, progress: Progress) -> Report:
     imp.profile = profile
     imp.forget_lookups()
     writer = _Writer(profile, imp, report, progress, expected=preview.total().new)
-    total = len(preview.conversations)
+    progress(Stage.WRITING, 0, writer.expected)
     eids: set[str] = set()
-    for n, planned in enumerate(imp.planned(), 1):
+    for planned in imp.planned():
         report.conversations.append(planned.report)
         writer.add(planned)
         for note in planned.conversation.notes:
@@ -85,7 +86,6 @@ def _apply(imp: HistoryImport, *, progress: Progress) -> Report:
             if eid not in eids:
                 eids.add(eid)
                 report.experiences_new += _experience(profile, imp, note, eid)
-        progress(gettext("writing"), n, total)
     writer.flush()
     if report.written:
         optimize_index()
@@ -152,7 +152,7 @@ class _Writer:
         except BaseException:
             remove_files(written)
             raise
-        self.progress(gettext("lines"), self.report.written, self.expected)
+        self.progress(Stage.WRITING, min(self.report.written, self.expected), self.expected)
 
     def _images(self, batch) -> tuple[dict[str, dict], list[str]]:
         """Image rows' files, checked and stored before the transaction (A7, S4)."""

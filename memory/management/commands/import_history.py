@@ -1,7 +1,8 @@
 """Import another app's chat history (SPEC H1, issue 27): ChatGPT, Claude, Open WebUI,
 SillyTavern, recognised by content. Checked whole before anything is written, then written in
 short batches; re-running adds nothing and finishes an interrupted import. A SillyTavern
-character card (PNG or JSON, H2) is recognised too and handed to `import_character_card`."""
+character card (PNG or JSON, H2) is recognised too and handed to `import_character_card`, so a
+PNG or a card's JSON that is not a card we take is refused with the card's own problem."""
 
 import json
 from pathlib import Path
@@ -11,9 +12,10 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError
 from django.utils.translation import gettext
 
-from memory.interop.character_card import is_character_card
+from memory.interop.character_card import looks_like_card
 from memory.interop.history import HistoryImport, Refused, apply
 from memory.interop.history.detect import APP_NAMES
+from memory.interop.history.plan import Stage
 from memory.interop.history.shapes import APPS
 from memory.management import output
 from memory.management.profiles import resolve_user
@@ -49,14 +51,17 @@ class Command(BaseCommand):
         if key is not None and not PROFILE_KEY_RE.fullmatch(key):
             raise CommandError(gettext("--profile %(key)s: a key is 1-32 characters of a-z, 0-9, '_' or '-'") % {
                 "key": repr(key)}, returncode=2)
-        if opts["format"] == "card" or (opts["format"] == "auto" and is_character_card(path)):
+        if opts["format"] == "card" or (opts["format"] == "auto" and looks_like_card(path)):
             call_command("import_character_card", str(path), user=user.get_username(), profile=key,
                          dry_run=opts["dry_run"], report_json=opts["report_json"],
                          stdout=self.stdout, stderr=self.stderr)
             return
         try:
             with HistoryImport(path, user=user, profile_key=key, fmt=opts["format"]) as imp, \
-                    output.progress(self.stderr) as progress:
+                    output.progress(self.stderr) as draw:
+                def progress(stage: str, done: int, total: int) -> None:
+                    draw(str(Stage.LABELS[stage]), done, total)
+
                 report = imp.preview(progress=progress) if opts["dry_run"] else apply(imp, progress=progress)
         except Refused as exc:
             raise CommandError(gettext("refused: %(reason)s Nothing was written.") % {"reason": exc}, returncode=1) from None

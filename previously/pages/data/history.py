@@ -4,8 +4,9 @@ in the background with progress, then the result.
 The upload is kept like the full import's (memory/interop/previews.py: `imports/<token>.json`,
 removed on apply, cancel, a new upload, or after PREVIOUSLY_IMPORT_PREVIEW_HOURS). The apply
 runs as a task (`apply_history`), which writes its progress beside the upload
-(`imports/<token>.progress.json`); the progress page polls it with htmx. The session knows the
-one pending and the one running import, so nobody else's token is ever read (P2).
+(`imports/<token>.progress.json`); the progress page polls it with htmx, and once done offers
+the companion settings page's catch-up section (H3: its estimate and its button). The session
+knows the one pending and the one running import, so nobody else's token is ever read (P2).
 """
 
 import json
@@ -27,6 +28,7 @@ from django.views.decorators.http import require_POST
 
 from memory.interop.history import HistoryImport, Refused, apply
 from memory.interop.history.detect import APP_NAMES
+from memory.interop.history.plan import Stage
 from memory.interop.history.shapes import APPS
 from memory.interop.previews import (
     TOKEN_RE,
@@ -37,12 +39,14 @@ from memory.interop.previews import (
 )
 from memory.models import Profile
 from memory.models.archive import PROFILE_KEY_RE
+from previously.agent import catch_up
 from previously.pages.current_profile import current_profile
 
 log = logging.getLogger(__name__)
 PENDING = "history_import_pending"
 RUNNING = "history_import_running"
 SHOWN = 50  # conversations listed on the preview (the totals count them all)
+PROGRESS_EVERY = 0.5  # seconds between two progress writes within a stage
 
 
 def _progress_file(token: str) -> Path:
@@ -134,7 +138,15 @@ def history_progress(request, token: str):
         raise Http404("no such import")
     state = _read_progress(token) or {"state": "gone"}
     template = "data/history.html#progress" if request.headers.get("HX-Request") else "data/history.html"
-    return render(request, template, _context(request, progress=state, token=token))
+    extra = {}
+    if state.get("state") == "done":
+        # The next step: the card catches up (H3). The settings page's section, its estimate and
+        # its button (profile_catch_up), shown here too.
+        target = Profile.objects.filter(user=request.user, key=state.get("profile")).first()
+        if target is not None:
+            extra = {"target": target, "catch_up_plan": catch_up.plan(target), "catch_up": catch_up.latest(target)}
+    return render(request, template, _context(request, progress=state, token=token,
+                                              stage=Stage.LABELS.get(state.get("stage"), ""), **extra))
 
 
 def _error(request, message: str):
@@ -145,12 +157,12 @@ def _error(request, message: str):
 def apply_history(token: str, user_id: int, profile_key: str, fmt: str, name: str) -> str:
     """Apply a previewed history import, writing its progress for the page; returns its state."""
     user = get_object_or_404(get_user_model(), pk=user_id)
-    last = [0.0]
+    last = {"at": 0.0, "stage": None}
 
     def progress(stage: str, done: int, total: int) -> None:
         now = time.monotonic()
-        if now - last[0] >= 0.5:
-            last[0] = now
+        if stage != last["stage"] or now - last["at"] >= PROGRESS_EVERY:  # a new stage is written at once
+            last.update(at=now, stage=stage)
             _write_progress(token, {"state": "running", "stage": stage, "done": done, "total": total})
 
     try:

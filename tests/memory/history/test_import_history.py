@@ -1,7 +1,9 @@
 """Bringing history in (SPEC H1; issue 27 points 1-4, 6, 9): every format, read from realistic
 fixtures, previewed, written, and imported again."""
 
+import copy
 import json
+import zipfile
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
@@ -9,9 +11,10 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from memory.interop.history import HistoryImport, apply
+from memory.card.store import live_card
+from memory.interop.history import HistoryImport, apply, detect
 from memory.interop.history.shapes import Skip
-from memory.models import Experience, Message, Profile, Slice, Tombstone
+from memory.models import CardSnapshot, EvolutionRun, Experience, Message, Profile, Slice, Tombstone
 from tests.memory.history import samples as s
 
 pytestmark = pytest.mark.django_db
@@ -280,3 +283,156 @@ def test_an_image_member_that_is_not_an_image_or_too_large_is_counted_missing(tm
     assert report.total().images_missing == 1 and report.total().images_found == 0
     photo = Message.objects.get(profile=profile, content="Look at this photo")
     assert photo.message_type == Message.Type.TEXT
+
+
+# --- what the readers must get right, each shown failing when it is wrong (issue 27 audit) ---------------------------
+
+def hidden_and_multimodal_conversation():
+    """A short ChatGPT conversation with a hidden user line and a hidden assistant line (text
+    content, `metadata.is_visually_hidden_from_conversation`, as ChatGPT writes a prompt it
+    injected and a canned reply), and a multimodal message with several text parts."""
+    m = {}
+
+    def add(nid, parent, children, message=None):
+        m[nid] = s.node(nid, parent, children, message)
+
+    add("root", None, ["h1"])
+    add("h1", "root", ["h2"], s.gmsg("h1", "user", ["(injected) the person's locale is zh-CN"], t=s.T0, hidden=True))
+    add("h2", "h1", ["u1"], s.gmsg("h2", "assistant", ["(canned) noted"], t=s.T0 + 1, hidden=True))
+    add("u1", "h2", ["a1"], s.gmsg("u1", "user", ["First part", {"content_type": "image_asset_pointer",
+                                                                  "asset_pointer": "sediment://file_00000000ab"},
+                                                   "second part", "第三部分"], t=s.T0 + 2, ctype="multimodal_text"))
+    add("a1", "u1", [], s.gmsg("a1", "assistant", ["Seen."], t=s.T0 + 3))
+    return {"title": "Hidden", "create_time": s.T0, "update_time": s.T0 + 3, "mapping": m, "current_node": "a1",
+            "conversation_id": "hidden-1", "id": "hidden-1"}
+
+
+def test_chatgpt_hidden_user_and_assistant_text_is_counted_never_stored(tmp_path, user, profile):
+    report = run(s.chatgpt_zip(tmp_path / "e.zip", [hidden_and_multimodal_conversation()]), user)
+    assert not Message.objects.filter(profile=profile, content__startswith="(").exists()
+    assert report.total().skipped[Skip.HIDDEN] == 2
+    assert report.total().lines == 2
+
+
+def test_chatgpt_multimodal_text_parts_are_joined_by_a_newline(tmp_path, user, profile):
+    report = run(s.chatgpt_zip(tmp_path / "e.zip", [hidden_and_multimodal_conversation()]), user)
+    assert [m.content for m in lines(profile)] == ["First part\nsecond part\n第三部分", "Seen."]
+    assert report.total().images_missing == 1  # the image part is dropped from the text
+
+
+def test_chatgpt_split_members_are_read_in_number_order_whatever_the_zip_order(tmp_path, user, profile):
+    path = tmp_path / "e.zip"
+    numbers = (10, 2, 0)  # written to the zip out of order
+    with zipfile.ZipFile(path, "w") as z:
+        for n in numbers:
+            conv = s.chatgpt_conversation(cid=f"c-{n:03d}", t0=s.T0 + n * 86400)
+            z.writestr(f"conversations-{n:03d}.json", json.dumps([conv], ensure_ascii=False))
+        z.writestr("user.json", "{}")
+    report = run(path, user)
+    assert [c.key for c in report.conversations] == ["c-000", "c-002", "c-010"]
+    assert [c.record for c in report.conversations] == [
+        "e.zip:conversations-000.json[0]", "e.zip:conversations-002.json[0]", "e.zip:conversations-010.json[0]"]
+
+
+def test_split_member_numbers_are_ordered_as_numbers_not_as_strings():
+    names = ["conversations-1000.json", "conversations-999.json", "conversations-010.json", "conversations-002.json"]
+    assert detect._ordered(names) == ["conversations-002.json", "conversations-010.json", "conversations-999.json",
+                                      "conversations-1000.json"]
+
+
+def at(epoch_seconds: int) -> datetime:
+    return datetime.fromtimestamp(epoch_seconds, tz=UTC)
+
+
+def test_openwebui_times_in_seconds_and_in_milliseconds(tmp_path, user, profile):
+    seconds = s.openwebui_chats()[0]
+    millis = copy.deepcopy(seconds)
+    millis["id"], millis["created_at"] = "owui-ms", 1_740_000_000_000
+    for node in millis["chat"]["history"]["messages"].values():
+        node["timestamp"] = (node["timestamp"] - 1_730_000_000 + 1_740_000_000) * 1000 + 789
+    path = tmp_path / "chat-export.json"
+    path.write_text(json.dumps([seconds, millis]), encoding="utf-8")
+    run(path, user)
+    got = [(m.content, m.created_at) for m in lines(profile)]
+    assert got == [
+        ("Hi there", at(1_730_000_000)), ("Hey! (second)", at(1_730_000_050)), ("Tell me a joke", at(1_730_000_100)),
+        ("Hi there", at(1_740_000_000)), ("Hey! (second)", at(1_740_000_050)), ("Tell me a joke", at(1_740_000_100)),
+    ]
+    alternatives = Message.objects.filter(profile=profile, content="Hello! (first)").order_by("created_at")
+    assert [m.created_at for m in alternatives] == [at(1_730_000_005), at(1_740_000_005)]
+
+
+def test_sillytavern_epoch_millisecond_send_dates(tmp_path, user, profile):
+    profile.tz = "Asia/Shanghai"  # an absolute time: the zone must not move it
+    profile.save()
+    dates = (1_749_896_520_000, 1_749_896_580_123, 1_749_896_700_999)
+    run(s.write_jsonl(tmp_path / "old.jsonl", s.sillytavern_lines(dates)), user)
+    assert [(m.content, m.created_at) for m in lines(profile)] == [
+        ("Hello, Alex!", datetime(2025, 6, 14, 10, 22, tzinfo=UTC)),
+        ("Good evening.", datetime(2025, 6, 14, 10, 23, tzinfo=UTC)),
+        ("Evening! Tea?", datetime(2025, 6, 14, 10, 25, tzinfo=UTC)),
+    ]
+    alt = Message.objects.get(profile=profile, content="Evening!")
+    assert alt.created_at == datetime(2025, 6, 14, 10, 25, tzinfo=UTC)
+
+
+def test_chatgpt_memory_and_custom_instructions_leave_the_card_unchanged(tmp_path, user, profile):
+    card = live_card(profile)
+    card.text, card.version = "## Now\n- Practises piano every evening", 3
+    card.save()
+    report = run(s.chatgpt_zip(tmp_path / "e.zip", [s.chatgpt_conversation()]), user)
+    assert report.experiences_new == 3
+    card.refresh_from_db()
+    assert (card.text, card.version) == ("## Now\n- Practises piano every evening", 3)
+    assert "Mochi" not in card.text and "Shanghai" not in card.text
+    assert not CardSnapshot.objects.filter(profile=profile).exists()
+    assert not EvolutionRun.objects.filter(profile=profile).exists()
+
+
+# --- images the other apps showed, counted missing (issue 27 audit point 5) -------------------------------------------
+
+def test_claude_files_and_attachments_without_their_text_are_images_missing(tmp_path, user, profile):
+    convs = s.claude_conversations()
+    thanks = convs[0]["chat_messages"][3]
+    thanks["files"] = [{"file_name": "cat.png"}]
+    thanks["files_v2"] = [{"file_uuid": "f-1", "file_name": "cat.png", "file_kind": "image"}]  # the same file again
+    thanks["attachments"] = [{"file_name": "scan.pdf", "file_size": 10, "extracted_content": ""}]
+    path = tmp_path / "conversations.json"
+    path.write_text(json.dumps(convs), encoding="utf-8")
+    report = run(path, user)
+    t = report.total()
+    assert (t.images_found, t.images_missing) == (0, 3)  # photo.jpg (a message with no text), cat.png, scan.pdf
+    assert t.skipped[Skip.EMPTY] == 1 and t.skipped[Skip.ATTACHMENT_TEXT] == 1
+    assert [m.content for m in lines(profile)] == ["How long should I practise scales?", "Ten minutes a day is plenty.",
+                                                   "谢谢！"]
+
+
+def test_openwebui_image_files_are_images_missing(tmp_path, user, profile):
+    chats = s.openwebui_chats()
+    nodes = chats[0]["chat"]["history"]["messages"]
+    nodes["u2"]["files"] = [{"type": "image", "url": "data:image/png;base64,iVBORw0KGgo="},
+                            {"type": "file", "file": {"id": "doc"}, "name": "notes.txt"}]
+    nodes["u3"] = {"id": "u3", "parentId": "u1", "childrenIds": [], "role": "user", "content": "",
+                   "files": [{"type": "image", "url": "/api/v1/files/abc/content"}], "timestamp": 1_730_000_001}
+    nodes["u1"]["childrenIds"].append("u3")
+    path = tmp_path / "chat-export.json"
+    path.write_text(json.dumps(chats), encoding="utf-8")
+    report = run(path, user)
+    assert (report.total().images_found, report.total().images_missing) == (0, 1)  # u3 is off the path
+    assert [m.content for m in lines(profile)] == ["Hi there", "Hey! (second)", "Tell me a joke"]
+
+
+def test_sillytavern_extra_image_is_an_image_missing_and_moves_no_other_mid(tmp_path, user, profile):
+    plain = s.sillytavern_lines()
+    run(s.write_jsonl(tmp_path / "plain.jsonl", plain), user)
+    pictured = copy.deepcopy(plain)
+    pictured[2]["extra"] = {"image": "/user/images/Mia/Mia_2025-06-14@18h23m.png", "inline_image": True}
+    picture_only = {"name": "Alex", "is_user": True, "is_system": False, "send_date": plain[2]["send_date"], "mes": "",
+                    "extra": {"image": "/user/images/Mia/cat.jpg"}}
+    pictured.insert(2, picture_only)  # same time and speaker as the next line
+    other = Profile.objects.create(user=user, key="other")
+    report = run(s.write_jsonl(tmp_path / "pictured.jsonl", pictured), user, profile_key="other")
+    assert (report.total().images_found, report.total().images_missing) == (0, 2)
+    assert [m.content for m in lines(other)] == [m.content for m in lines(profile)]
+    mids = set(Message.objects.filter(profile=profile).values_list("mid", flat=True))
+    assert set(Message.objects.filter(profile=other).values_list("mid", flat=True)) == mids

@@ -17,6 +17,7 @@ from memory.interop.character_card import (
     export_card_png,
     import_character_card,
     is_character_card,
+    looks_like_card,
     read_card,
 )
 from memory.models import CompanionCard, LoreEntry, Message, Profile, Slice
@@ -338,3 +339,44 @@ def test_import_history_recognises_a_card_by_content_and_makes_its_companion(per
     assert "would make companion 'seraphina'" in out.getvalue() and not Profile.objects.exists()
     call_command("import_history", str(path), "--user", "mei", stdout=io.StringIO())
     assert Profile.objects.get(user=person).name == "Seraphina"
+
+
+def _history_refusal(tmp_path, name: str, data: bytes) -> str:
+    with pytest.raises(CommandError) as refused:
+        call_command("import_history", str(write(tmp_path, name, data)), "--user", "mei", stdout=io.StringIO())
+    assert not Profile.objects.exists() and not Message.objects.exists()
+    said = str(refused.value)
+    assert "not a ChatGPT, Claude, Open WebUI or SillyTavern export" not in said
+    return said
+
+
+def test_import_history_passes_a_png_without_a_card_its_own_refusal(person, tmp_path):
+    said = _history_refusal(tmp_path, "holiday.png", picture())
+    assert said.startswith("holiday.png: this PNG holds no character card")
+
+
+def test_import_history_passes_a_card_chunk_that_is_not_base64_json_its_own_refusal(person, tmp_path):
+    not_base64 = with_text_chunks(picture(), [("chara", "this is not base64 !!")])
+    assert "bad.png: its “chara” text chunk is not base64." in _history_refusal(tmp_path, "bad.png", not_base64)
+    not_json = with_text_chunks(picture(), [("chara", base64.b64encode(b"name: Seraphina").decode())])
+    assert _history_refusal(tmp_path, "yaml.png", not_json).startswith("yaml.png: its “chara” text chunk is not JSON")
+
+
+def test_import_history_passes_a_card_over_a_limit_its_own_refusal(person, tmp_path, settings):
+    long_name = {**V2_CARD, "data": {**V2_CARD["data"], "name": "S" * 120}}
+    said = _history_refusal(tmp_path, "long.json", json.dumps(long_name).encode())
+    assert said.startswith("long.json: the name is 120 characters long")
+    settings.PREVIOUSLY_IMAGE_MAX_BYTES = 1000
+    said = _history_refusal(tmp_path, "big.png", v2_png())
+    assert said.startswith("big.png: the file is ") and "(PREVIOUSLY_IMAGE_MAX_BYTES)" in said
+
+
+def test_what_looks_like_a_card_is_a_png_or_a_cards_json_and_no_chat_export(tmp_path):
+    assert looks_like_card(picture()) and looks_like_card(v2_png())
+    assert looks_like_card(write(tmp_path, "c.json", b"\xef\xbb\xbf" + json.dumps(as_v3(V2_CARD)).encode()))
+    assert looks_like_card(b'{"name": "Old Tom", "first_mes": "Evening."}')
+    assert looks_like_card(b'{"spec": "chara_card_v2", "data": {"name": ')  # broken after its spec: the card's to refuse
+    assert not looks_like_card(b'[{"title": "a ChatGPT conversation", "mapping": {}}]')
+    assert not looks_like_card(b'{"user_name": "Mei", "character_name": "Aria", "create_date": "x"}\n{"mes": "hi"}')
+    assert not looks_like_card(b"PK\x03\x04 a zip")
+    assert not looks_like_card(tmp_path / "missing.json")

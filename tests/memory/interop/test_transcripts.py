@@ -12,6 +12,7 @@ import pytest
 
 from memory.archive import archive_message
 from memory.deletion import hide_message
+from memory.interop.history import HistoryImport, apply
 from memory.interop.transcripts import markdown, sillytavern_jsonl
 from memory.models import Message, Profile, Slice
 
@@ -101,3 +102,28 @@ def test_the_sillytavern_chat_of_one_conversation_has_only_its_lines(aria):
 
     assert len(rows) == 2 and json.loads(rows[1])["mes"] == "晚安！\nSee you tomorrow"
     assert json.loads(rows[0])["create_date"] == "2026-12-1 @20h 00m 05s 250ms"
+
+
+def test_the_sillytavern_chat_reads_back_through_our_own_sillytavern_import(aria, user, tmp_path):
+    q, replies = conversation(aria)
+    path = tmp_path / "Aria - export.jsonl"
+    path.write_text("".join(sillytavern_jsonl(aria, person="Mei")), encoding="utf-8")
+
+    with HistoryImport(path, user=user, profile_key="back") as imp:
+        report = apply(imp)
+
+    assert report.app == "sillytavern" and report.total().lines == 3 and report.total().alternatives == 2
+    back = Profile.objects.get(user=user, key="back")
+    shown = list(Message.objects.filter(profile=back, deleted_at__isnull=True).order_by("created_at", "id"))
+    assert [(m.speaker, m.content, m.created_at) for m in shown] == [
+        ("user", "Do you remember *my* cat?", T0.replace(microsecond=0)),
+        ("assistant", "Of course — Mochi, the grey one.", replies[1].created_at.replace(microsecond=0)),
+        ("user", "晚安！\nSee you tomorrow", (T0 + timedelta(days=1)).replace(microsecond=0)),
+    ]
+    # The unchosen swipes come back as that reply's hidden alternatives, each with its own time.
+    swipes = Message.objects.filter(profile=back, reply_of=shown[0]).order_by("created_at", "id")
+    assert [(m.content, m.deleted_at is not None, m.created_at) for m in swipes] == [
+        ("Mochi!", True, replies[0].created_at.replace(microsecond=0)),
+        ("Of course — Mochi, the grey one.", False, replies[1].created_at.replace(microsecond=0)),
+        ("Yes.", True, replies[2].created_at.replace(microsecond=0)),
+    ]

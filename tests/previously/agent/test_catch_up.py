@@ -8,10 +8,11 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from memory.card import parse
-from memory.models import Card, CatchUp, EvolutionRun, Message
+from memory.models import Card, CatchUp, EvolutionRun, Message, Slice
 from previously.agent import catch_up
 from previously.agent.evolve import create_run
 from tests.llm_server import Turn
+from tests.memory.history import samples as s
 from tests.previously.agent.helpers import T0, make_slice
 
 pytestmark = pytest.mark.django_db
@@ -165,3 +166,36 @@ def test_a_catch_up_whose_process_died_stops_at_the_first_press(profile, llm_pro
 
     dead.refresh_from_db()
     assert dead.status == CatchUp.Status.STOPPED and catch_up.active(profile) is None
+
+
+def test_the_catch_up_reads_the_slices_an_import_history_run_made_oldest_first(profile, llm_server, llm_provider,
+                                                                               tmp_path):
+    """Issue 27 audit point 7: not hand-made slices, but those `import_history` writes (closed,
+    reason import, each conversation's segments apart)."""
+    convs = [s.chatgpt_conversation(cid="later", title="Later", t0=s.T0 + 86400),
+             s.chatgpt_conversation(cid="first", title="First", t0=s.T0)]  # the export lists the newer first
+    call_command("import_history", str(s.chatgpt_zip(tmp_path / "export.zip", convs)), "--user", "alice",
+                 "--profile", "owner", stdout=io.StringIO(), stderr=io.StringIO())
+    imported = list(Slice.objects.filter(profile=profile).order_by("started_at"))
+    # Each conversation: its talk, then four hours later a segment of one assistant code line.
+    assert len(imported) == 4 and {x.close_reason for x in imported} == {Slice.CloseReason.IMPORT}
+    assert catch_up.plan(profile).runs == 4
+    talks = [imported[0], imported[2]]
+    llm_server.script(*card_for(talks[0], "Plans a weekend in Hangzhou"), *card_for(talks[1], "Asked about Hangzhou again"))
+
+    done = catch_up.run_here(profile)
+
+    assert (done.status, done.done, done.failed) == (CatchUp.Status.FINISHED, 4, 0)
+    runs = list(EvolutionRun.objects.filter(profile=profile).order_by("created_at", "id"))
+    assert [(r.slice_id, r.trigger, r.status, r.skip_reason) for r in runs] == [
+        (x.pk, EvolutionRun.Trigger.CATCH_UP, *outcome) for x, outcome in zip(imported, [
+            (EvolutionRun.Status.CHANGED, ""), (EvolutionRun.Status.SKIPPED, "nothing worth keeping"),
+            (EvolutionRun.Status.CHANGED, ""), (EvolutionRun.Status.SKIPPED, "nothing worth keeping")], strict=True)]
+    card = parse(Card.objects.get(profile=profile).text)
+    assert [(n.text, n.refs) for n in card.now] == [
+        ("Plans a weekend in Hangzhou", (talks[0].ref,)), ("Asked about Hangzhou again", (talks[1].ref,))]
+    briefings = list(dict.fromkeys(r["messages"][1]["content"] for r in llm_server.requests
+                                   if r.get("tools") and r["messages"][1]["content"].startswith("Trigger: catching up")))
+    assert len(briefings) == 2 and all("周末想去杭州" in b for b in briefings)
+    assert talks[0].ref in briefings[0] and talks[1].ref in briefings[1]
+    assert catch_up.plan(profile).runs == 0

@@ -5,7 +5,10 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
 
-from memory.models import Message, Profile
+from memory.interop.previews import preview_exists
+from memory.models import CatchUp, Message, Profile
+from previously.agent import catch_up
+from previously.pages.data import history
 from tests.memory.history import samples as s
 
 pytestmark = pytest.mark.django_db
@@ -59,5 +62,65 @@ def test_cancel_drops_the_upload(client_in, tmp_path):
     upload(client_in, tmp_path)
     token = client_in.session["history_import_pending"]["token"]
     client_in.post(reverse("data_history_apply"), {"token": token, "cancel": "1"})
-    from memory.interop.previews import preview_exists
     assert not preview_exists(token) and Message.objects.count() == 0
+
+
+def test_progress_mid_apply_keeps_one_scale_per_stage(client_in, tmp_path, settings, monkeypatch):
+    """Issue 27 audit point 6: the bar counted conversations of their total, then lines of the
+    expected lines, so it jumped back. Now the check counts conversations read (no total: the
+    bar has no value) and the write counts lines of the lines found new, from 0."""
+    settings.PREVIOUSLY_HISTORY_BATCH_ROWS = 2
+    monkeypatch.setattr(history, "PROGRESS_EVERY", 0)
+    written = []
+    real_write = history._write_progress
+
+    def recording(token, state):
+        written.append(dict(state))
+        real_write(token, state)
+
+    monkeypatch.setattr(history, "_write_progress", recording)
+    convs = [s.chatgpt_conversation(cid=f"c-{i}", t0=s.T0 + i * 86400) for i in range(3)]
+    path = s.chatgpt_zip(tmp_path / "three.zip", convs)
+    client_in.post(reverse("data_history_preview"),
+                   {"history": SimpleUploadedFile("three.zip", path.read_bytes()), "profile": "mia"})
+    token = client_in.session["history_import_pending"]["token"]
+    client_in.post(reverse("data_history_apply"), {"token": token})
+
+    running = [(st["stage"], st["done"], st["total"]) for st in written if st["state"] == "running"]
+    assert running == [("checking", 1, 0), ("checking", 2, 0), ("checking", 3, 0),
+                       *[("writing", n, 18) for n in range(0, 19, 2)]]
+    assert written[-1]["state"] == "done"
+
+    def page_at(state) -> str:
+        real_write(token, state)
+        return client_in.get(reverse("data_history_progress", args=[token]), HTTP_HX_REQUEST="true").content.decode()
+
+    checking = page_at({"state": "running", "stage": "checking", "done": 2, "total": 0})
+    assert "Checking the file: 2 conversations read." in checking
+    assert '<progress id="history-bar"></progress>' in checking and 'hx-trigger="load delay:1s"' in checking
+    writing = page_at({"state": "running", "stage": "writing", "done": 8, "total": 18})
+    assert "Writing the lines: 8 of 18 lines." in writing
+    assert '<progress id="history-bar" max="18" value="8"></progress>' in writing
+
+
+def test_the_done_state_offers_to_catch_the_card_up_with_its_estimate(client_in, tmp_path, user, llm_provider):
+    upload(client_in, tmp_path)
+    token = client_in.session["history_import_pending"]["token"]
+    done = client_in.post(reverse("data_history_apply"), {"token": token}, follow=True).content.decode()
+
+    mia = Profile.objects.get(user=user, key="mia")
+    found = catch_up.plan(mia)
+    assert found.runs == 2
+    assert "Catch up on the history" in done
+    assert (f"{found.runs} conversations to read: about {found.calls_expected} model calls (at most "
+            f"{found.calls_at_most}) and {found.tokens_expected} tokens sent.") in done
+    assert f'action="{reverse("profile_catch_up", args=["mia"])}"' in done
+    assert '<input type="hidden" name="action" value="start">' in done and "Start catching up" in done
+    assert not CatchUp.objects.exists()  # offered, not started
+
+
+def test_the_done_state_says_when_no_model_can_catch_the_card_up(client_in, tmp_path):
+    upload(client_in, tmp_path)
+    token = client_in.session["history_import_pending"]["token"]
+    done = client_in.post(reverse("data_history_apply"), {"token": token}, follow=True).content.decode()
+    assert "No model is configured, so the card cannot catch up." in done and "Start catching up" not in done
