@@ -123,16 +123,6 @@ def read_card(source: str | Path | bytes, *, name: str = "") -> ParsedCard:
     return parsed
 
 
-def is_character_card(source: str | Path | bytes) -> bool:
-    """Whether `source` holds a character card (for `import_history`'s detection by content): a
-    PNG with a card chunk, or a card's JSON, within the card size limit."""
-    try:
-        read_card(source)
-    except CardRefused:
-        return False
-    return True
-
-
 CARD_SNIFF_EVENTS = 5000  # JSON events looked at for a card's top-level keys before giving up
 UTF8_BOM = b"\xef\xbb\xbf"
 

@@ -93,21 +93,26 @@ def plan(profile: Profile, *, since: date | None = None, max_slices: int | None 
     if max_slices:
         slices = slices[:max_slices]
     sizes = list(
-        slices.annotate(chars=Coalesce(Sum(Length("messages__content"), filter=Q(messages__deleted_at__isnull=True)), 0,
-                                       output_field=IntegerField()))
-        .values_list("pk", "chars")
+        slices.annotate(
+            chars=Coalesce(Sum(Length("messages__content"), filter=Q(messages__deleted_at__isnull=True)), 0,
+                           output_field=IntegerField()),
+            # A slice without a live line of the person's is skipped before any model call
+            # (the analyzer's gate): it is a run, but costs nothing.
+            talked=Exists(Message.objects.live().filter(slice=OuterRef("pk"), speaker=Message.Speaker.USER)),
+        ).values_list("pk", "chars", "talked")
     )
     runs = len(sizes)
+    called = sum(1 for _, _, talked in sizes if talked)
     per_char = _tokens_per_char(profile)
     overhead = (approx_tokens(SYSTEM_PROMPT) + approx_tokens(json.dumps(tools.schemas(tools.CARD_PHASE)))
                 + approx_tokens(live_card(profile).text))
-    transcript = sum(min(chars, tools.TRANSCRIPT_MAX_CHARS) for _, chars in sizes) * per_char
+    transcript = sum(min(chars, tools.TRANSCRIPT_MAX_CHARS) for _, chars, talked in sizes if talked) * per_char
     steps = settings.PREVIOUSLY_AGENT_MAX_STEPS
     first = Slice.objects.filter(pk=sizes[0][0]).first() if sizes else None
     last = Slice.objects.filter(pk=sizes[-1][0]).first() if sizes else None
     return Plan(
-        runs=runs, calls_expected=runs * EXPECTED_CALLS, calls_at_most=runs * (1 + 2 * steps),
-        tokens_expected=round(EXPECTED_CALLS * (runs * overhead + transcript)),
+        runs=runs, calls_expected=called * EXPECTED_CALLS, calls_at_most=called * (1 + 2 * steps),
+        tokens_expected=round(EXPECTED_CALLS * (called * overhead + transcript)),
         first=first, last=last, offline=provider_for(profile).offline,
     )
 

@@ -16,7 +16,6 @@ from memory.interop.character_card import (
     export_card_json,
     export_card_png,
     import_character_card,
-    is_character_card,
     looks_like_card,
     read_card,
 )
@@ -303,11 +302,12 @@ def test_deleting_the_companion_removes_its_avatar_files(person, tmp_path, djang
 
 
 def test_detection_by_content_tells_a_card_from_other_files(tmp_path):
-    assert is_character_card(v2_png()) and is_character_card(v3_png(with_v2=False))
-    assert is_character_card(write(tmp_path, "x.bin", json.dumps(CHINESE_CARD).encode()))
-    assert not is_character_card(picture())
-    assert not is_character_card(b'[{"title": "a ChatGPT conversation", "mapping": {}}]')
-    assert not is_character_card(b'{"user_name": "Mei", "character_name": "Aria"}\n{"mes": "hi"}')
+    assert read_card(v2_png()).name and read_card(v3_png(with_v2=False)).name
+    assert read_card(write(tmp_path, "x.bin", json.dumps(CHINESE_CARD).encode())).name
+    with pytest.raises(CardRefused):
+        read_card(picture())
+    assert not looks_like_card(b'[{"title": "a ChatGPT conversation", "mapping": {}}]')
+    assert not looks_like_card(b'{"user_name": "Mei", "character_name": "Aria"}\n{"mes": "hi"}')
 
 
 def test_a_card_picture_too_large_to_decode_is_refused_from_its_header(person, tmp_path):

@@ -53,6 +53,21 @@ def test_the_plan_counts_the_runs_and_estimates_calls_and_tokens(profile, llm_pr
     assert not found.offline
 
 
+def test_a_slice_without_a_line_of_the_persons_is_a_run_that_costs_no_model_call(profile, llm_server, llm_provider):
+    """H3: the estimate counts what the runs will ask; a greeting alone is skipped before any call."""
+    slices = history(profile, n=2)
+    make_slice(profile, "2026-08-01-0515", at=T0 - timedelta(days=20), lines=[("assistant", "Hello! I am Aria.")])
+    talked = catch_up.plan(profile)
+    llm_server.script(*card_for(slices[0], "Lives in Lisbon since July"), *card_for(slices[1], "Ana visits in September"))
+
+    assert talked.runs == 3
+    assert talked.calls_expected == 2 * catch_up.EXPECTED_CALLS and talked.calls_at_most == 2 * (1 + 2 * 12)
+    done = catch_up.run_here(profile)
+    assert (done.planned, done.done) == (3, 3)
+    assert EvolutionRun.objects.filter(profile=profile, status=EvolutionRun.Status.SKIPPED).count() == 1
+    assert len(llm_server.requests) == 6  # the two slices' three calls each, none for the greeting
+
+
 def test_the_catch_up_builds_the_card_oldest_first_with_refs_to_each_slice(profile, llm_server, llm_provider):
     slices = history(profile)
     llm_server.script(*card_for(slices[0], "Lives in Lisbon since July"), *card_for(slices[1], "Ana visits in September"),
