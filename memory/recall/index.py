@@ -226,31 +226,50 @@ def candidates(
     with `days` (first, last local day, YYYY-MM-DD) only lines said then compete."""
     if not terms or limit <= 0:
         return []
-    if connection.vendor == "sqlite" and days:
+    if connection.vendor == "sqlite":
         match = " OR ".join(f'"{t}"' for t in fts_terms(profile_id, dict.fromkeys(terms)))
+        if not days:
+            # Fast path: the index's own best `limit` matches, then this profile's among them.
+            # The index holds every profile's lines, so when another profile's lines filled the
+            # `limit` (a big import) this profile's are looked for among its own alone.
+            found, full = _fts_best(match, limit, profile_id)
+            if not full or len(found) >= limit:
+                return found
         sql = (
             f"SELECT {_DOC_COLUMNS}, -bm25(memory_recall_fts) AS s FROM memory_recall_fts"
             " JOIN memory_recalldocument d ON d.message_id = memory_recall_fts.rowid"
             " JOIN memory_message m ON m.id = d.message_id"
             " WHERE memory_recall_fts MATCH %s AND d.profile_id = %s AND m.deleted_at IS NULL" + legacy_sql("m") +
-            " AND d.day >= %s AND d.day <= %s ORDER BY s DESC, d.pos DESC LIMIT %s"
+            (" AND d.day >= %s AND d.day <= %s" if days else "") + " ORDER BY s DESC, d.pos DESC LIMIT %s"
         )
-        params = [match, profile_id, days[0], days[1], limit]
-    elif connection.vendor == "sqlite":
-        match = " OR ".join(f'"{t}"' for t in fts_terms(profile_id, dict.fromkeys(terms)))
-        sql = (
-            f"SELECT {_DOC_COLUMNS}, c.s FROM ("
-            " SELECT rowid AS id, -bm25(memory_recall_fts) AS s FROM memory_recall_fts"
-            " WHERE memory_recall_fts MATCH %s ORDER BY bm25(memory_recall_fts) LIMIT %s) c"
-            " JOIN memory_recalldocument d ON d.message_id = c.id"
-            " JOIN memory_message m ON m.id = d.message_id"
-            " WHERE d.profile_id = %s AND m.deleted_at IS NULL" + legacy_sql("m") + " ORDER BY c.s DESC, d.pos DESC"
-        )
-        params = [match, limit, profile_id]
+        params = [match, profile_id, *(days or ()), limit]
     elif connection.vendor == "postgresql":
         sql, params = _bm25_postgresql(profile_id, list(dict.fromkeys(terms)), limit, days)
     else:
         raise NotImplementedError(f"no full-text index for {connection.vendor}")
+    return _candidates(sql, params)
+
+
+def _fts_best(match: str, limit: int, profile_id: int) -> tuple[list[Candidate], bool]:
+    """The index's best `limit` matches of any profile (FTS5's own ORDER BY bm25 LIMIT), kept for
+    `profile_id`; and whether the index gave all `limit` (others may have crowded it out)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT rowid, -bm25(memory_recall_fts) FROM memory_recall_fts WHERE memory_recall_fts"
+                       " MATCH %s ORDER BY bm25(memory_recall_fts) LIMIT %s", [match, limit])
+        best = dict(cursor.fetchall())
+        if not best:
+            return [], False
+        cursor.execute(
+            f"SELECT {_DOC_COLUMNS} FROM memory_recalldocument d JOIN memory_message m ON m.id = d.message_id"
+            f" WHERE d.message_id IN ({', '.join(['%s'] * len(best))}) AND d.profile_id = %s"
+            " AND m.deleted_at IS NULL" + legacy_sql("m"), [*best, profile_id])
+        found = [Candidate(mid, float(best[mid]), pos, sid, speaker, day, tokens)
+                 for mid, pos, sid, speaker, day, tokens in cursor.fetchall()]
+    found.sort(key=lambda c: (-c.score, -c.pos))
+    return found, len(best) >= limit
+
+
+def _candidates(sql: str, params: list) -> list[Candidate]:
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return [

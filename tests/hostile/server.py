@@ -2,12 +2,17 @@
 with bounded bodies) in its own process on a free loopback port, on a scratch SQLite database,
 with helpers to measure its memory and how long other requests take while it is attacked."""
 
+import asyncio
+import json
 import os
 import socket
 import statistics
 import threading
 import time
+import uuid
 from pathlib import Path
+
+import websockets
 
 from bench.stack import Stack
 
@@ -100,6 +105,45 @@ class Probe:
         """The 99th percentile of the probes' latencies, in seconds (the slowest when few)."""
         ms = sorted(self.latencies)
         return ms[min(len(ms) - 1, int(len(ms) * 0.99))] if ms else 0.0
+
+
+class SocketProbe(Probe):
+    """Another person's chat over the socket while an attack runs: a line sent every `every`
+    seconds and timed until its reply is complete (with no model configured, the offline reply:
+    the line archived, recall, the reply archived — a whole turn's database work)."""
+
+    def __init__(self, port: int, pid: int, cookie: str, profile: str = "owner", every: float = 0.5):
+        super().__init__(port, pid, path=f"/ws/chat/{profile}/", every=every, cookie=cookie)
+        self.failures: list[str] = []
+
+    def _run(self):
+        asyncio.run(self._chat())
+
+    async def _chat(self):
+        url, origin = f"ws://127.0.0.1:{self.port}{self.path}", f"http://127.0.0.1:{self.port}"
+        async with websockets.connect(url, additional_headers={"Cookie": self.cookie, "Origin": origin},
+                                      open_timeout=REQUEST_TIMEOUT, max_size=None) as ws:
+            n = 0
+            while not self._stop.is_set():
+                n += 1
+                mid = "c_" + uuid.uuid4().hex[:16]
+                started = time.monotonic()
+                await ws.send(json.dumps({"action": "send", "mid": mid, "text": f"还在吗 probe {n} 🙂", "tz": "UTC"}))
+                try:
+                    async with asyncio.timeout(REQUEST_TIMEOUT):
+                        while f"outerHTML:#reply-{mid}" not in await ws.recv():
+                            pass
+                except TimeoutError:
+                    self.failures.append(f"line {n}: no reply in {REQUEST_TIMEOUT} s")
+                    continue
+                self.latencies.append(time.monotonic() - started)
+                self.statuses.append(200)
+                self.peak_rss = max(self.peak_rss, rss_bytes(self.pid))
+                await asyncio.to_thread(self._stop.wait, self.every)
+
+    def summary(self) -> str:
+        said = super().summary()
+        return said + (f"; {len(self.failures)} failed ({self.failures[0]})" if self.failures else "")
 
 
 def cpu_seconds(pid: int) -> float:

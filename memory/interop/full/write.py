@@ -10,7 +10,7 @@ from datetime import date, datetime
 from functools import cache
 from itertools import islice
 
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone
 from django.utils.translation import gettext, pgettext_lazy
 
@@ -24,7 +24,7 @@ from memory.images import (
     save_image_files,
     store_avatar,
 )
-from memory.interop.bulk_insert import insert_rows
+from memory.interop.bulk_insert import insert_rows, leave_the_lock
 from memory.interop.export import TRACE_REFS
 from memory.interop.full.check import DAY_KEY_RE, storable
 from memory.interop.full.read import Files
@@ -58,25 +58,6 @@ from memory.models.archive import (
 from memory.recall.index import index_messages, optimize_index
 
 PERIOD_MAX = Message._meta.get_field("period").max_length
-# SQLite's busy handler (sqliteDefaultBusyCallback, with usleep): a writer kept waiting tries
-# again after these sleeps, in ms, then every 100 ms.
-BUSY_SLEEPS_MS = (1, 2, 5, 10, 15, 20, 25, 25, 25, 50, 50, 100)
-
-
-def lock_gap(held: float) -> float:
-    """Seconds to leave SQLite's write lock free after holding it `held` seconds, so that every
-    writer that began waiting meanwhile tries again in the gap: one who has waited longest has
-    waited `held` and sleeps at most the busy handler's sleep at that point, others less. It is
-    shorter than the batch itself (a pause as long as the batch, up to 100 ms, made the waits a
-    third of a 1M-record apply, issue 24 point 6)."""
-    waited = 0.0
-    for sleep_ms in BUSY_SLEEPS_MS:
-        if waited + sleep_ms / 1000 > held:
-            return sleep_ms / 1000
-        waited += sleep_ms / 1000
-    return BUSY_SLEEPS_MS[-1] / 1000
-
-
 def _dt(value):
     return datetime.fromisoformat(value) if value else None
 
@@ -134,8 +115,7 @@ class Writes:
             with transaction.atomic():
                 write(items[start:start + self.rows])
             self.batches += 1
-            if connection.vendor == "sqlite":
-                time.sleep(lock_gap(time.monotonic() - began))  # another writer gets in between two
+            leave_the_lock(began)
             if self.progress:
                 self.progress(gettext("writing %(kind)s") % {"kind": kind_shown(kind)}, min(start + self.rows, len(items)), len(items))
 

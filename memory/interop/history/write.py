@@ -20,6 +20,7 @@ again writes nothing, and finishes an interrupted one.
 """
 
 import gc
+import time
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -33,7 +34,7 @@ from memory.clock import local_clock
 from memory.curation import propose_imported_experience
 from memory.hashing import content_hash
 from memory.images import ImageRefused, check_image, remove_files, save_image_files
-from memory.interop.bulk_insert import insert_rows
+from memory.interop.bulk_insert import insert_rows, leave_the_lock
 from memory.interop.history.detect import APP_NAMES
 from memory.interop.history.plan import (
     HistoryImport,
@@ -146,12 +147,14 @@ class _Writer:
             return
         batch, self.rows = self.rows, []
         attachments, written = self._images(batch)
+        began = time.monotonic()
         try:
             with transaction.atomic():
                 self._write(batch, attachments)
         except BaseException:
             remove_files(written)
             raise
+        leave_the_lock(began)  # another person's line gets in between two batches (S4)
         self.progress(Stage.WRITING, min(self.report.written, self.expected), self.expected)
 
     def _images(self, batch) -> tuple[dict[str, dict], list[str]]:

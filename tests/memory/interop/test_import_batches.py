@@ -13,8 +13,8 @@ from django.db import OperationalError, connection
 from django.test.utils import CaptureQueriesContext
 
 from bench.synthetic import write_dump
+from memory.interop.bulk_insert import lock_gap
 from memory.interop.export import export_json
-from memory.interop.full.write import lock_gap
 from memory.interop.full_import import BadExport, ImportInterrupted, import_full
 from memory.models import (
     Card,

@@ -42,6 +42,18 @@ def test_search_never_crosses_profiles_p2():
     assert _ids(mine, "secret plans") == []
 
 
+def test_another_persons_big_archive_never_crowds_my_lines_out_p2_s4():
+    """Another person's lines that match better (a big import) fill the index's first `limit`;
+    my own line is still found, in order (SQLite's index holds every profile's lines)."""
+    mine, theirs = ProfileFactory(), ProfileFactory()
+    for n in range(30):
+        _say(theirs, 100 + n, f"Lisbon {n}")
+    long_one = _say(mine, 1, "we talked for hours about moving to Lisbon one day, maybe next spring")
+    short_one = _say(mine, 2, "Lisbon again")
+    assert _ids(mine, "Lisbon", limit=5) == [short_one.pk, long_one.pk]
+    assert len(_ids(theirs, "Lisbon", limit=5)) == 5
+
+
 def test_removed_messages_are_never_returned_d3():
     profile = ProfileFactory()
     gone = _say(profile, 1, "delete this sentence about pineapples")

@@ -146,10 +146,12 @@ def test_queries_per_recall_do_not_grow_with_the_archive_o2():
         _say(large, 1000 + n, lines[n % 4] + f" item {n}", at=START + timedelta(hours=n))
     # Hybrid recall (R8) adds at most four: the shortlist's freshness check and bits (SQLite
     # reads them once per process outside a transaction), the exact re-rank, and the index
-    # rows of the nearest lines.
-    assert _queries_per_recall(small) <= 7 and _queries_per_recall(large) <= 7
+    # rows of the nearest lines. On SQLite the full-text step is two: the index's best matches,
+    # then this profile's rows among them (another person's lines may fill the first, S4).
+    full_text = 2 if connection.vendor == "sqlite" else 1
+    assert _queries_per_recall(small) <= 6 + full_text and _queries_per_recall(large) <= 6 + full_text
     with override_settings(PREVIOUSLY_EMBEDDINGS="off"):
-        assert _queries_per_recall(small) == _queries_per_recall(large) == 3
+        assert _queries_per_recall(small) == _queries_per_recall(large) == 2 + full_text
 
 
 # --- issue 24 point 10 (BENCH §2): recall on an archive whose wording repeats ------------------
