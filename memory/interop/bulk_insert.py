@@ -50,8 +50,6 @@ def leave_the_lock(began: float) -> None:
         time.sleep(lock_gap(time.monotonic() - began))
 
 
-
-
 def _utc_text(conn) -> bool:
     """The backend stores an aware datetime as the text of its naive UTC value (SQLite with
     USE_TZ and the connection in UTC): `str(value)` of a UTC datetime less its "+00:00"."""
