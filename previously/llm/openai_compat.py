@@ -2,6 +2,7 @@
 
 import asyncio
 import json
+import logging
 import time
 import urllib.request
 from collections.abc import AsyncIterator
@@ -15,6 +16,8 @@ from django.utils.translation import gettext_lazy
 
 from previously.llm import gate
 from previously.llm.base import Completion, Preempted, ProviderError, ToolCall
+
+log = logging.getLogger(__name__)
 
 PREEMPT_RETRIES = 3  # a background call set aside for a person's turn is tried again this often
 
@@ -219,9 +222,11 @@ def list_models(base_url: str, api_key: str = "", timeout: float = 3.0) -> list[
     connection on a busy machine should not turn the model picker into a text box."""
     key = api_key or "not-needed"
     client = openai.OpenAI(base_url=base_url.rstrip("/"), api_key=key, max_retries=1, timeout=timeout)
+    began = time.monotonic()
     try:
         ids = model_ids(client)
-    except (openai.OpenAIError, OSError):
+    except (openai.OpenAIError, OSError) as error:
+        log.warning("model list from %s: %s after %.1f s", base_url, error, time.monotonic() - began)
         return None
     return ids or None
 

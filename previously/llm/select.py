@@ -65,7 +65,8 @@ def follow_stored_choice() -> bool:
     global _provider
     if not _stored_choice_changed():
         return False
-    _provider = None
+    if not _state["pinned"]:  # a provider installed by reset_provider stays until reset
+        _provider = None
     _by_connection.clear()
     embedding.forget_remote()
     return True

@@ -2,9 +2,11 @@
 
 import pytest
 
+from memory.models import ModelChoice
 from previously.llm import ProviderError, get_provider, reset_provider
 from previously.llm.offline import Offline
 from previously.llm.openai_compat import OpenAICompatible, Timeouts
+from previously.llm.select import follow_stored_choice
 from previously.tunables import TUNABLES
 from tests.llm_server import Turn
 
@@ -83,6 +85,18 @@ def test_a_local_ollama_is_used_when_it_answers(settings, llm_server):
         assert isinstance(provider, OpenAICompatible) and provider.model == "fake-model"
     finally:
         reset_provider(None)
+
+
+@pytest.mark.django_db
+def test_an_installed_provider_outlives_the_housekeeping_noticing_a_stored_change(settings, llm_provider):
+    """The housekeeping pass follows the connections page (follow_stored_choice); a provider
+    installed with reset_provider stays until reset. It once fell back to offline there, in a
+    live test server whose housekeeping ticked mid-test (CI, stop 31: the settings page then
+    showed a text box instead of the model list)."""
+    settings.PREVIOUSLY_CONNECTION_CHECK_SECONDS = 0
+    ModelChoice.bump()
+    follow_stored_choice()
+    assert get_provider() is llm_provider
 
 
 # --- timeouts per use (issue 19): a slow local CPU model must not hit a fixed 60 s wall ---
