@@ -9,7 +9,6 @@ import subprocess
 import time
 
 import pytest
-from django.conf import settings
 
 REQUIRED = os.environ.get("CI", "").lower() == "true" or os.environ.get("PREVIOUSLY_REQUIRE_SERVICES") == "1"
 
@@ -67,13 +66,3 @@ class RedisServer:
             self.proc.kill()
             self.proc.wait(timeout=10)
         self.proc = None
-
-
-def current_database_url() -> str:
-    """The test database as a DATABASE_URL, for a child process that must see the same rows:
-    the SQLite file, or the PostgreSQL test database on the same server."""
-    db = settings.DATABASES["default"]
-    if "postgresql" in db["ENGINE"]:
-        auth = (db.get("USER") or "") + (f":{db['PASSWORD']}" if db.get("PASSWORD") else "")
-        return f"postgres://{auth}@{db.get('HOST') or 'localhost'}:{db.get('PORT') or 5432}/{db['NAME']}"
-    return f"sqlite:///{db['NAME']}"

@@ -22,7 +22,7 @@ from django.core.files.storage import default_storage
 from django.db import DatabaseError
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
-from django.tasks import task
+from django.tasks import task, task_backends
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
@@ -39,14 +39,17 @@ from memory.interop.previews import (
 )
 from memory.models import Profile
 from memory.models.archive import PROFILE_KEY_RE
+from previously import child
 from previously.agent import catch_up
 from previously.pages.current_profile import current_profile
+from previously.task_backend import ThreadPoolBackend
 
 log = logging.getLogger(__name__)
 PENDING = "history_import_pending"
 RUNNING = "history_import_running"
 SHOWN = 50  # conversations listed on the preview (the totals count them all)
 PROGRESS_EVERY = 0.5  # seconds between two progress writes within a stage
+ENDED = ("done", "refused", "stopped")
 
 
 def _progress_file(token: str) -> Path:
@@ -155,7 +158,27 @@ def _error(request, message: str):
 
 @task()
 def apply_history(token: str, user_id: int, profile_key: str, fmt: str, name: str) -> str:
-    """Apply a previewed history import, writing its progress for the page; returns its state."""
+    """Apply a previewed history import, writing its progress for the page; returns its state.
+    Where tasks run on the server's own threads (the embedded default), the import runs in a
+    child process (`manage.py history_apply`, previously/child.py), so its parsing never holds
+    the GIL another person's page and socket wait for; elsewhere (a task worker, a test), here."""
+    if not isinstance(task_backends["default"], ThreadPoolBackend):
+        return run_apply(token, user_id, profile_key, fmt, name)
+    done = child.run("history_apply", {"token": token, "user_id": user_id, "profile_key": profile_key,
+                                       "fmt": fmt, "name": name})
+    state = _read_progress(token) or {}
+    if done.returncode == 0 and state.get("state") in ENDED:
+        return state["state"]
+    # It died before it could say how it ended (killed, out of memory, a broken start).
+    log.error("history import %s: its process ended with %s: %s", token, done.returncode, done.stderr)
+    drop_preview(token)
+    _write_progress(token, {"state": "stopped", "error": _("its process ended with code %(code)s")
+                            % {"code": done.returncode}})
+    return "stopped"
+
+
+def run_apply(token: str, user_id: int, profile_key: str, fmt: str, name: str) -> str:
+    """The import itself, in this process (`apply_history` decides where it runs)."""
     user = get_object_or_404(get_user_model(), pk=user_id)
     last = {"at": 0.0, "stage": None}
 

@@ -14,8 +14,8 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 
 from memory.models import Connection
+from previously.child import database_url
 from tests.llm_server import FakeLLMServer
-from tests.services import current_database_url
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -45,7 +45,7 @@ def ollama():
 @pytest.fixture
 def second_process(ollama, tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PREVIOUSLY_", "DATABASE_URL"))}
-    env |= {"DATABASE_URL": current_database_url(),
+    env |= {"DATABASE_URL": database_url(),
             "PREVIOUSLY_OLLAMA_URL": ollama.base_url, "PREVIOUSLY_CONNECTION_CHECK_SECONDS": "0",
             "PREVIOUSLY_VAR_DIR": str(tmp_path), "DJANGO_SETTINGS_MODULE": "previously.settings",
             "DJANGO_SECRET_KEY": settings.SECRET_KEY}

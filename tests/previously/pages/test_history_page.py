@@ -1,6 +1,9 @@
 """The data page's history import (SPEC H1, issue 27 point 6): upload, preview, apply with
 progress, result."""
 
+import shutil
+import sys
+
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.urls import reverse
@@ -124,3 +127,54 @@ def test_the_done_state_says_when_no_model_can_catch_the_card_up(client_in, tmp_
     token = client_in.session["history_import_pending"]["token"]
     done = client_in.post(reverse("data_history_apply"), {"token": token}, follow=True).content.decode()
     assert "No model is configured, so the card cannot catch up." in done and "Start catching up" not in done
+
+
+# --- where the apply runs (S4, BENCH §5): beside a live server, in a child process ---
+
+
+@pytest.fixture
+def tasks_on_server_threads(settings):
+    settings.TASKS = {"default": {"BACKEND": "previously.task_backend.ThreadPoolBackend"}}
+
+
+def previewed(client_in, tmp_path) -> str:
+    """An upload previewed, and marked as the session's running import (as applying it does) so
+    its progress page answers; the test then runs the task itself, to its end."""
+    upload(client_in, tmp_path)
+    session = client_in.session
+    token = session[history.RUNNING] = session.pop(history.PENDING)["token"]
+    session.save()
+    return token
+
+
+@pytest.mark.django_db(transaction=True)
+def test_beside_the_server_the_import_runs_in_a_child_process_s4(client_in, tmp_path, user, tasks_on_server_threads,
+                                                                 monkeypatch):
+    """With the embedded thread backend the server's own process never runs the import: its
+    in-process apply is made to fail here, and the import is written all the same (by the child,
+    which reaches the same database and media folder)."""
+    token = previewed(client_in, tmp_path)
+
+    def not_here(*args, **kwargs):
+        raise AssertionError("the import ran in the server's process")
+
+    monkeypatch.setattr(history, "apply", not_here)
+    state = history.apply_history.call(token, user.pk, "mia", "chatgpt", "chatgpt-export.zip")
+    assert state == "done"
+    assert Message.objects.filter(profile__user=user, profile__key="mia").count() == 6
+    assert not preview_exists(token)
+    poll = client_in.get(reverse("data_history_progress", args=[token]))
+    assert "6 messages from 1 conversations, in 2 new slices." in poll.content.decode()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_child_that_dies_is_reported_as_stopped_with_its_code(client_in, tmp_path, user, tasks_on_server_threads,
+                                                                monkeypatch):
+    """A child that ends without saying how (killed, out of memory, a broken start: here a
+    program that fails at once) leaves the page "stopped" with its exit code, not "running"."""
+    token = previewed(client_in, tmp_path)
+    monkeypatch.setattr(sys, "executable", shutil.which("false"))
+    assert history.apply_history.call(token, user.pk, "mia", "chatgpt", "chatgpt-export.zip") == "stopped"
+    poll = client_in.get(reverse("data_history_progress", args=[token])).content.decode()
+    assert "its process ended with code 1" in poll
+    assert Message.objects.count() == 0 and not preview_exists(token)

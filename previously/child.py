@@ -1,0 +1,57 @@
+"""Heavy work in a child process of the server (S4; BENCH §5, issue 27): a child Python has a GIL
+of its own, so a history import's parsing and row building do not slow every other person's page
+and socket in the server process, and the memory it took goes back to the system when it ends.
+
+`run(command, payload)` starts `manage.py COMMAND`, hands it `payload` and this process's settings
+on stdin, and waits; the command calls `received()`. The child reaches the same database
+(DATABASE_URL of this process's connection) and sees the same media folder, secret key and
+tunables as this process, whatever set them (the environment, or a test)."""
+
+import json
+import os
+import subprocess
+import sys
+from urllib.parse import quote
+
+from django.conf import settings
+from django.db import connections
+
+from previously.tunables import TUNABLES
+
+# What a child must see as this process does; every other setting comes from the environment.
+CARRIED = ("SECRET_KEY", "MEDIA_ROOT", *TUNABLES)
+STDERR_KEPT = 4000  # characters of a failed child's output kept for the log
+
+
+def database_url(alias: str = "default") -> str:
+    """This process's database `alias` as a DATABASE_URL: the SQLite file, or the PostgreSQL
+    database on its server (under test, the test database: the connection's own name)."""
+    db = connections[alias].settings_dict
+    if db["ENGINE"] == "django.db.backends.postgresql":
+        auth = quote(db.get("USER") or "", safe="") + (f":{quote(db['PASSWORD'], safe='')}" if db.get("PASSWORD") else "")
+        return f"postgres://{auth}@{db.get('HOST') or 'localhost'}:{db.get('PORT') or 5432}/{quote(db['NAME'], safe='')}"
+    return f"sqlite:///{db['NAME']}"
+
+
+def run(command: str, payload: dict) -> subprocess.CompletedProcess:
+    """Run `manage.py COMMAND` to its end with `payload`; its exit code and the tail of its
+    output come back (stdout is the command's own; nothing is read from it here)."""
+    carried = {name: str(value) if name == "MEDIA_ROOT" else value
+               for name in CARRIED if (value := getattr(settings, name, None)) is not None}
+    env = dict(os.environ, DATABASE_URL=database_url(),
+               DJANGO_SETTINGS_MODULE=os.environ.get("DJANGO_SETTINGS_MODULE", "previously.settings"))
+    done = subprocess.run(
+        [sys.executable, str(settings.BASE_DIR / "manage.py"), command],
+        input=json.dumps({"payload": payload, "settings": carried}), env=env, cwd=settings.BASE_DIR,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False,
+    )
+    done.stderr = (done.stderr or "")[-STDERR_KEPT:]
+    return done
+
+
+def received(stream=None) -> dict:
+    """In the child: take the parent's settings on, and give back its payload."""
+    given = json.loads((stream or sys.stdin).read())
+    for name, value in given["settings"].items():
+        setattr(settings, name, value)
+    return given["payload"]
