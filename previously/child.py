@@ -4,8 +4,8 @@ and socket in the server process, and the memory it took goes back to the system
 
 `run(command, payload)` starts `manage.py COMMAND`, hands it `payload` and this process's settings
 on stdin, and waits; the command calls `received()`. The child reaches the same database
-(DATABASE_URL of this process's connection) and sees the same media folder, secret key and
-tunables as this process, whatever set them (the environment, or a test)."""
+(DATABASE_URL of this process's connection) and sees the same media folder and storages,
+secret key and tunables as this process, whatever set them (the environment, or a test)."""
 
 import json
 import os
@@ -14,12 +14,13 @@ import sys
 from urllib.parse import quote
 
 from django.conf import settings
+from django.core.files.storage import storages
 from django.db import connections
 
 from previously.tunables import TUNABLES
 
 # What a child must see as this process does; every other setting comes from the environment.
-CARRIED = ("SECRET_KEY", "MEDIA_ROOT", *TUNABLES)
+CARRIED = ("SECRET_KEY", "MEDIA_ROOT", "STORAGES", *TUNABLES)
 STDERR_KEPT = 4000  # characters of a failed child's output kept for the log
 
 
@@ -52,6 +53,8 @@ def run(command: str, payload: dict) -> subprocess.CompletedProcess:
 def received(stream=None) -> dict:
     """In the child: take the parent's settings on, and give back its payload."""
     given = json.loads((stream or sys.stdin).read())
+    if "backends" in storages.__dict__:  # a storage was made from the settings it had before
+        raise RuntimeError("the storages were set up before the parent's settings were taken")
     for name, value in given["settings"].items():
         setattr(settings, name, value)
     return given["payload"]

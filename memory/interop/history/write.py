@@ -50,6 +50,7 @@ from memory.interop.history.shapes import Skip
 from memory.interop.legacy.rows import MessageRow
 from memory.models import Message, Profile, Slice
 from memory.recall.index import index_messages, optimize_index
+from memory.recall.tokenize import tokenize
 
 GC_THRESHOLD = 100_000  # allocations between two young-generation collections while importing
 
@@ -147,10 +148,12 @@ class _Writer:
             return
         batch, self.rows = self.rows, []
         attachments, written = self._images(batch)
+        # Analysed for recall before the transaction: SQLite's write lock is held for the writes alone.
+        analysed = {row.mid: tokenize(row.text) for row, _seg, _p in batch if not row.alternative}
         began = time.monotonic()
         try:
             with transaction.atomic():
-                self._write(batch, attachments)
+                self._write(batch, attachments, analysed)
         except BaseException:
             remove_files(written)
             raise
@@ -176,7 +179,7 @@ class _Writer:
             written.extend(paths)
         return attachments, written
 
-    def _write(self, batch, attachments: dict[str, dict]) -> None:
+    def _write(self, batch, attachments: dict[str, dict], analysed: dict[str, list[str]]) -> None:
         now = timezone.now()
         self._open_slices(batch)
         rows = []
@@ -206,7 +209,8 @@ class _Writer:
                 cursor.executemany("UPDATE memory_message SET reply_of_id = %s WHERE id = %s", links)
         for r in rows:
             r.pk = pks[r.mid]
-        index_messages([r for r in rows if r.deleted_at is None], new=True)
+        index_messages([r for r in rows if r.deleted_at is None], new=True,
+                       analysed={pks[mid]: tokens for mid, tokens in analysed.items() if mid in pks})
         self.report.written += len(rows)
 
     def _open_slices(self, batch) -> None:

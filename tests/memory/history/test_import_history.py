@@ -163,11 +163,11 @@ def test_interrupted_import_is_finished_by_running_it_again(tmp_path, user, prof
     from memory.interop.history import write
     real, calls = write._Writer._write, []
 
-    def failing(self, batch, attachments):
+    def failing(self, *args):
         calls.append(1)
         if len(calls) == 4:
             raise RuntimeError("power cut")
-        return real(self, batch, attachments)
+        return real(self, *args)
 
     monkeypatch.setattr(write._Writer, "_write", failing)
     with pytest.raises(RuntimeError):

@@ -14,7 +14,9 @@ from previously.agent import catch_up
 from previously.pages.data import history
 from tests.memory.history import samples as s
 
-pytestmark = pytest.mark.django_db
+# Each test's uploads in its own folder: a parallel worker's user 1 would drop this one's pending
+# upload (one per person and kind, by user id).
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("media_in_tmp")]
 
 
 @pytest.fixture
@@ -160,7 +162,7 @@ def test_beside_the_server_the_import_runs_in_a_child_process_s4(client_in, tmp_
 
     monkeypatch.setattr(history, "apply", not_here)
     state = history.apply_history.call(token, user.pk, "mia", "chatgpt", "chatgpt-export.zip")
-    assert state == "done"
+    assert state == "done", history._read_progress(token)
     assert Message.objects.filter(profile__user=user, profile__key="mia").count() == 6
     assert not preview_exists(token)
     poll = client_in.get(reverse("data_history_progress", args=[token]))
