@@ -258,14 +258,14 @@ def live(path: Path, work: Path) -> dict:
         # until its (offline) reply is archived and shown.
         with Probe(port, pid, path="/", cookie=bystander, every=0.1) as probe, \
                 SocketProbe(port, pid, cookie=bystander) as chat:
-            t0 = time.perf_counter()
+            t0, m0 = time.perf_counter(), time.monotonic()
             status, page = upload(port, importer, path, url="/data/history/preview/", field="history",
                                   content_type="application/zip")
             preview_s = time.perf_counter() - t0
             if status != 200:
                 raise RuntimeError(f"the history preview answered {status}: {page[-2000:]}")
             token = preview_token(page)
-            t1 = time.perf_counter()
+            t1, m1 = time.perf_counter(), time.monotonic()
             post_form(port, importer, "/data/history/apply/", {"token": token})
             state = {}
             while state.get("state") not in ("done", "refused", "stopped"):
@@ -283,6 +283,11 @@ def live(path: Path, work: Path) -> dict:
         return {"preview_s": preview_s, "apply_s": apply_s, "peak_mb": probe.peak_rss / 1024 / 1024,
                 "server_start_mb": server_start_mb, "other_p99_ms": probe.p99() * 1000, "other": probe.summary(),
                 "socket_p99_ms": chat.p99() * 1000, "socket": chat.summary(), "socket_failed": len(chat.failures),
+                # The same, of the probes begun during the preview (the upload read and checked in
+                # the server's request) and during the apply (in its child process).
+                "phases_p99_ms": {phase: {"page": round(probe.p99(*span) * 1000, 1),
+                                          "socket": round(chat.p99(*span) * 1000, 1)}
+                                  for phase, span in (("preview", (m0, m1)), ("apply", (m1, m1 + apply_s)))},
                 "load": load_numbers()}
     finally:
         stack.stop()
@@ -338,6 +343,8 @@ def summary(r: dict) -> str:
         f"Import / streamed parse: {r['ratio_to_parse']}×. {r['import']['summary']}",
         f"Another person's chat page meanwhile: {lv['other']}.",
         f"Another person's chat over the socket meanwhile (a line sent, its reply complete): {lv['socket']}.",
+        "p99 by phase (page / socket): " + "; ".join(
+            f"{phase} {p['page']} / {p['socket']} ms" for phase, p in lv["phases_p99_ms"].items()) + ".",
         f"Bar (import ≤ {BARS['seconds_import']} s, peak ≤ {BARS['peak_rss_mb']} MB, re-import ≤ "
         f"{BARS['seconds_reimport']} s, adding nothing, another person's page and socket p99 ≤ {BARS['other_p99_ms']} ms): "
         f"{'met' if ok else 'NOT met'}.",

@@ -74,14 +74,17 @@ class Probe:
         self.port, self.pid, self.path, self.every, self.cookie = port, pid, path, every, cookie
         self.peak_rss = rss_bytes(pid)
         self.latencies: list[float] = []
+        self.started: list[float] = []  # time.monotonic() when each probe began
         self.statuses: list[int] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self):
         while not self._stop.is_set():
+            began = time.monotonic()
             status, seconds = get(self.port, self.path, self.cookie)
             self.statuses.append(status)
+            self.started.append(began)
             self.latencies.append(seconds)
             self.peak_rss = max(self.peak_rss, rss_bytes(self.pid))
             self._stop.wait(self.every)
@@ -101,9 +104,10 @@ class Probe:
         return (f"{len(ms)} probes, median {statistics.median(ms):.1f} ms, "
                 f"p99 {self.p99() * 1000:.1f} ms, max {ms[-1]:.1f} ms")
 
-    def p99(self) -> float:
-        """The 99th percentile of the probes' latencies, in seconds (the slowest when few)."""
-        ms = sorted(self.latencies)
+    def p99(self, since: float = 0.0, until: float = float("inf")) -> float:
+        """The 99th percentile of the probes' latencies, in seconds (the slowest when few); of
+        those begun between `since` and `until` (time.monotonic()) when given."""
+        ms = sorted(s for s, began in zip(self.latencies, self.started, strict=True) if since <= began < until)
         return ms[min(len(ms) - 1, int(len(ms) * 0.99))] if ms else 0.0
 
 
@@ -137,6 +141,7 @@ class SocketProbe(Probe):
                     self.failures.append(f"line {n}: no reply in {REQUEST_TIMEOUT} s")
                     continue
                 self.latencies.append(time.monotonic() - started)
+                self.started.append(started)
                 self.statuses.append(200)
                 self.peak_rss = max(self.peak_rss, rss_bytes(self.pid))
                 await asyncio.to_thread(self._stop.wait, self.every)
