@@ -353,14 +353,14 @@ _HOLD = 12  # the end of each read is held back and read again with the next: an
 class _SurrogateCheck:
     """The file as read, refusing an escaped lone surrogate (yajl would store `?` instead)."""
 
-    def __init__(self, fh: BinaryIO):
+    def __init__(self, fh: BinaryIO, *, longest: int | None = None):
         self.fh = fh
         self.held = b""  # the last bytes read, not handed on yet
         self.backslashes = 0  # the run of backslashes just before `held`
         self.seen = 0  # escapes in `held` ending at or before this were checked already
         self.done = False
         self.length = 0  # bytes read so far
-        self.longest = longest_token()
+        self.longest = longest or longest_token()  # a reader may allow longer (Open WebUI's data: URLs)
         self.since_quote = 0  # bytes since the last quote not after a backslash
         self.last_byte = b""
 

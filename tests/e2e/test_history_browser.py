@@ -1,7 +1,8 @@
 """Bring your history in a real browser (SPEC H1, issue 27 point 6): upload a ChatGPT export
 on the data page, check the preview, apply it, watch it finish, and find the conversations in
-the chat's side panel and on the timeline; zh and en, 1280 and 390 px.
-Screenshots: var/test-artifacts/history-<state>-<width>-<lang>.png."""
+the chat's side panel and on the timeline; then a character card through the same upload
+(H2, issue 27 point 5): its preview, its companion made, the link to its settings; zh and en,
+1280 and 390 px. Screenshots: var/test-artifacts/history-<state>-<width>-<lang>.png."""
 
 import tempfile
 import time
@@ -16,13 +17,18 @@ from memory.models import Message, Profile, Slice
 from tests.e2e.conftest import CHROMIUM_ARGS, chromium_path
 from tests.e2e.live import LiveChatServer
 from tests.memory.history import samples as s
+from tests.memory.interop.card_fixtures import v2_png
 
 ARTIFACTS = Path(settings.BASE_DIR) / "var" / "test-artifacts"
 LOCALES = {"en": "en-GB", "zh": "zh-CN"}
 WORDS = {
     "en": {"preview": "Preview (nothing written yet)", "apply": "Apply this import", "done": "Imported",
-           "new": "It makes a new companion", "catch_up": "Catch up on the history"},
-    "zh": {"preview": "预览（尚未写入）", "apply": "执行导入", "done": "已导入", "new": "将新建伙伴", "catch_up": "补读历史对话"},
+           "new": "It makes a new companion", "catch_up": "Catch up on the history",
+           "card": "Seraphina.png holds the card “Seraphina” (chara_card_v2).", "lore": "3 entries, 2 enabled",
+           "made": "Companion “Seraphina” made from the card."},
+    "zh": {"preview": "预览（尚未写入）", "apply": "执行导入", "done": "已导入", "new": "将新建伙伴", "catch_up": "补读历史对话",
+           "card": "Seraphina.png 中是角色卡“Seraphina”（chara_card_v2）。", "lore": "3 条，其中 2 条启用",
+           "made": "已由角色卡创建伙伴“Seraphina”。"},
 }
 
 
@@ -63,6 +69,8 @@ class HistoryInTheBrowser(LiveChatServer):
             s.chatgpt_conversation(cid="trip", title="Trip to Hangzhou", t0=t0),
             s.chatgpt_conversation(cid="later", title="Another day", t0=t0 + 86400),
         ], images={"file-AbC123-photo.png": s.png()})
+        card = Path(self.media.name) / "Seraphina.png"
+        card.write_bytes(v2_png())
         for lang in LOCALES:
             self.make_user(f"hist-{lang}", f"pw-hist-{lang}-12345")
         with sync_playwright() as p:
@@ -116,5 +124,23 @@ class HistoryInTheBrowser(LiveChatServer):
                     for sl in slices:
                         expect(page.locator(f"#slice-{sl}")).to_have_count(1)
                     page.screenshot(path=str(ARTIFACTS / f"history-timeline-{width}-{lang}.png"), full_page=True)
+                    # A character card through the same upload (H2).
+                    page.goto(f"{self.live_server_url}/data/history/")
+                    page.fill("#history-upload input[name=profile]", f"sera{width}")
+                    page.set_input_files("#history-upload input[type=file]", str(card))
+                    page.click("#history-upload button[type=submit]")
+                    found = page.locator("#history-card")
+                    expect(found.locator("h2")).to_have_text(words["preview"])
+                    expect(found).to_contain_text(words["card"])
+                    expect(found).to_contain_text(words["new"])
+                    expect(found.locator(".card-preview")).to_contain_text(words["lore"])
+                    page.screenshot(path=str(ARTIFACTS / f"history-card-preview-{width}-{lang}.png"), full_page=True)
+                    page.click("#history-apply")
+                    expect(page.locator("#history-done")).to_have_text(words["made"])
+                    settings_link = page.locator("#history-card-settings")
+                    expect(settings_link).to_have_attribute("href", f"/profiles/sera{width}/edit/")
+                    page.screenshot(path=str(ARTIFACTS / f"history-card-done-{width}-{lang}.png"), full_page=True)
+                    settings_link.click()
+                    expect(page.locator("img.avatar.large")).to_be_visible()
                     ctx.close()
             browser.close()

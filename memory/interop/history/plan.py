@@ -23,7 +23,7 @@ from memory.clock import zone_named
 from memory.interop.history import chatgpt, claude, openwebui, sillytavern
 from memory.interop.history.detect import detect
 from memory.interop.history.report import ConversationReport, Report
-from memory.interop.history.shapes import MID_TAG, Conversation, Note, Skip, mid_for
+from memory.interop.history.shapes import MID_TAG, Conversation, InlineImage, Note, Skip, mid_for
 from memory.interop.history.source import Refused, Source
 from memory.models import Experience, Message, Profile, Tombstone
 from memory.models.archive import DEFAULT_PROFILE_KEY
@@ -58,7 +58,7 @@ class Row:
     at: datetime
     alternative: bool = False
     reply_to: str = ""  # the mid of the user line this reply (or alternative) answers
-    image: str = ""  # the zip member of an image message
+    image: str | InlineImage = ""  # an image message's zip member, or the image the file held inline
     segment: int = 0  # which idle-gap segment of its conversation (S1)
 
 
@@ -208,7 +208,8 @@ def rows_of(conv: Conversation, images: dict[str, str], rep: ConversationReport,
     for line in conv.lines:
         where = f"{conv.record}, {line.key!r:.80}"
         _check(line.text, file=record, record=where)
-        found = [images[i] for i in line.images if i in images]
+        found = [i if isinstance(i, InlineImage) else images[i] for i in line.images
+                 if isinstance(i, InlineImage) or i in images]
         rep.images_found += len(found)
         rep.images_missing += len(line.images) - len(found)
         if not line.text and not found:

@@ -37,10 +37,13 @@ class Skip:
     HIDDEN = "hidden"  # ChatGPT is_visually_hidden_from_conversation
     OTHER_CONTENT = "other_content"  # a content type no line is made of
     BRANCH = "branch"  # messages on branches not taken that are not kept as alternatives
+    # Images the file holds that we do not take (each also counted as an image missing):
+    IMAGE_TOO_LARGE = "image_too_large"  # over PREVIOUSLY_IMAGE_MAX_BYTES or _PIXELS
+    IMAGE_REFUSED = "image_refused"  # not a JPEG, PNG, GIF or WebP by content (or not decodable)
 
     ALL = (
         SYSTEM, CUSTOM_INSTRUCTIONS, APP_MEMORY, TOOL, REASONING, NARRATION, ATTACHMENT_TEXT,
-        SYSTEM_PROMPT, ERROR, EMPTY, HIDDEN, OTHER_CONTENT, BRANCH,
+        SYSTEM_PROMPT, ERROR, EMPTY, HIDDEN, OTHER_CONTENT, BRANCH, IMAGE_TOO_LARGE, IMAGE_REFUSED,
     )
 
     LABELS = {
@@ -48,7 +51,8 @@ class Skip:
         TOOL: _("tool and browsing output"), REASONING: _("reasoning"), NARRATION: _("narration"),
         ATTACHMENT_TEXT: _("attachments' text"), SYSTEM_PROMPT: _("system prompts"), ERROR: _("error texts"),
         EMPTY: _("empty messages"), HIDDEN: _("hidden messages"), OTHER_CONTENT: _("other content"),
-        BRANCH: _("branches not taken"),
+        BRANCH: _("branches not taken"), IMAGE_TOO_LARGE: _("images over the size limit"),
+        IMAGE_REFUSED: _("images that are not a picture we take"),
     }
 
 
@@ -72,15 +76,25 @@ class Alternative:
     at: datetime
 
 
+@dataclass(frozen=True, eq=False)
+class InlineImage:
+    """An image the file holds itself (an Open WebUI `data:` URL), decoded and within
+    PREVIOUSLY_IMAGE_MAX_BYTES: found, as a zip member is; the writer checks and re-encodes it
+    as it does a member (memory.images.check_image)."""
+
+    data: bytes
+    name: str
+
+
 @dataclass
 class Line:
     key: str
     speaker: str  # "user" or "assistant"
     text: str
     at: datetime
-    # Images the message showed, by the app's file id (ChatGPT's asset pointers); the writer
-    # finds each in the archive, or counts it missing.
-    images: list[str] = field(default_factory=list)
+    # Images the message showed: by the app's file id (ChatGPT's asset pointers), which the
+    # writer finds in the archive or counts missing, or held inline (`InlineImage`, found).
+    images: list[str | InlineImage] = field(default_factory=list)
     # Alternatives of an assistant line answering a user line (other replies to that line).
     alternatives: list[Alternative] = field(default_factory=list)
 

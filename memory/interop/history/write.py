@@ -13,7 +13,11 @@ Slices (S1): each source conversation is split by the idle gap into segments; ea
 its own slice (closed, reason `import`), never one of live chat's or another conversation's.
 A segment some of whose lines are archived already (an import interrupted, or the same file
 with new messages) reuses their slice. Image members are re-encoded and stored (A7) before
-their batch's transaction; a member that is not an image we take is counted as missing.
+their batch's transaction; a member that is not an image we take is counted as missing, and by
+its kind (too large, or not an image). An image the file held inline (an Open WebUI data: URL,
+`InlineImage`) takes the same path from its decoded bytes; a batch is written early once its
+inline images hold PREVIOUSLY_IMAGE_MAX_BYTES × INLINE_BATCH_IMAGES bytes, so memory stays
+bounded however many pictures a conversation had.
 
 Idempotent: rows whose mid is archived or tombstoned are not written; running the same import
 again writes nothing, and finishes an interrupted one.
@@ -46,13 +50,14 @@ from memory.interop.history.plan import (
     note_eid,
 )
 from memory.interop.history.report import Report
-from memory.interop.history.shapes import Skip
+from memory.interop.history.shapes import InlineImage, Skip
 from memory.interop.legacy.rows import MessageRow
 from memory.models import Message, Profile, Slice
 from memory.recall.index import index_messages, optimize_index
 from memory.recall.tokenize import tokenize
 
 GC_THRESHOLD = 100_000  # allocations between two young-generation collections while importing
+INLINE_BATCH_IMAGES = 4  # a batch's inline images hold at most about this many images' worth of bytes
 
 
 def apply(imp: HistoryImport, *, progress: Progress = no_progress) -> Report:
@@ -122,6 +127,7 @@ class _Writer:
         self.tz_name = profile.tz or settings.TIME_ZONE
         self.keys = set(Slice.objects.filter(profile=profile).values_list("key", flat=True))
         self.rows: list[tuple[Row, _Segment, PlannedConversation]] = []
+        self.inline_bytes = 0  # what the batch's inline images hold
         self.pks: dict[str, int] = {}  # mid -> pk of the rows replies may point at
 
     def add(self, planned: PlannedConversation) -> None:
@@ -138,15 +144,18 @@ class _Writer:
             if found:
                 seg.slice_id = seg.slice_id or found[1]
                 self.pks[row.mid] = found[0]
+        inline_most = settings.PREVIOUSLY_IMAGE_MAX_BYTES * INLINE_BATCH_IMAGES
         for row in new:
             self.rows.append((row, segments[row.segment], planned))
-            if len(self.rows) >= self.batch_rows:
+            if isinstance(row.image, InlineImage):
+                self.inline_bytes += len(row.image.data)
+            if len(self.rows) >= self.batch_rows or self.inline_bytes >= inline_most:
                 self.flush()
 
     def flush(self) -> None:
         if not self.rows:
             return
-        batch, self.rows = self.rows, []
+        batch, self.rows, self.inline_bytes = self.rows, [], 0
         attachments, written = self._images(batch)
         # Analysed for recall before the transaction: SQLite's write lock is held for the writes alone.
         analysed = {row.mid: tokenize(row.text) for row, _seg, _p in batch if not row.alternative}
@@ -161,23 +170,33 @@ class _Writer:
         self.progress(Stage.WRITING, min(self.report.written, self.expected), self.expected)
 
     def _images(self, batch) -> tuple[dict[str, dict], list[str]]:
-        """Image rows' files, checked and stored before the transaction (A7, S4)."""
+        """Image rows' files (a zip member, or an image the file held inline), checked and
+        re-encoded (check_image) and stored before the transaction (A7, S4)."""
         attachments, written = {}, []
         for row, _seg, planned in batch:
             if not row.image:
                 continue
             try:
-                if self.imp.source.member_size(row.image) > settings.PREVIOUSLY_IMAGE_MAX_BYTES:
-                    raise ImageRefused("too large")  # never read into memory
-                checked = check_image(self.imp.source.read_member(row.image), name=row.image)
-            except ImageRefused:
+                data, name = self._image_bytes(row.image)
+                checked = check_image(data, name=name)
+            except ImageRefused as exc:
                 planned.report.images_found -= 1
                 planned.report.images_missing += 1
+                planned.report.skipped[Skip.IMAGE_TOO_LARGE if exc.status == 413 else Skip.IMAGE_REFUSED] += 1
                 continue
             attachment, paths = save_image_files(profile_id=self.profile.pk, mid=row.mid, checked=checked)
             attachments[row.mid] = attachment
             written.extend(paths)
         return attachments, written
+
+    def _image_bytes(self, image: str | InlineImage) -> tuple[bytes, str]:
+        """(the image's bytes, its name); a member over PREVIOUSLY_IMAGE_MAX_BYTES is never read."""
+        if isinstance(image, InlineImage):
+            return image.data, image.name
+        limit = settings.PREVIOUSLY_IMAGE_MAX_BYTES
+        if self.imp.source.member_size(image) > limit:
+            raise ImageRefused("too large", status=413)
+        return self.imp.source.read_member(image), image
 
     def _write(self, batch, attachments: dict[str, dict], analysed: dict[str, list[str]]) -> None:
         now = timezone.now()

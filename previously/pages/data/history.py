@@ -1,6 +1,15 @@
 """Bring your history from the data page (SPEC H1, issue 27 point 6): upload, preview, apply
 in the background with progress, then the result.
 
+A SillyTavern character card (SPEC H2, issue 27 point 5: a PNG with a `chara`/`ccv3` chunk, or
+the card's JSON) is taken by the same upload, recognised as `import_history` recognises it
+(`looks_like_card`, or the format "card"), and goes through the one entry point the command
+and the companions page use, `import_character_card`: its dry run is the preview (which
+companion it makes or updates, and what changes), its apply is short (one card, bounded by
+PREVIOUSLY_IMAGE_MAX_BYTES) and runs in the request, and the result links to the companion's
+settings page. Without a companion key the card makes a companion, or updates the one the same
+card made before; a chat history without one goes to the current companion.
+
 The upload is kept like the full import's (memory/interop/previews.py: `imports/<token>.json`,
 removed on apply, cancel, a new upload, or after PREVIOUSLY_IMPORT_PREVIEW_HOURS). The apply
 runs as a task (`apply_history`), which writes its progress beside the upload
@@ -26,6 +35,7 @@ from django.tasks import task, task_backends
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
+from memory.interop.character_card import CardRefused, import_character_card, looks_like_card
 from memory.interop.history import HistoryImport, Refused, apply
 from memory.interop.history.detect import APP_NAMES
 from memory.interop.history.plan import Stage
@@ -48,6 +58,7 @@ log = logging.getLogger(__name__)
 PENDING = "history_import_pending"
 RUNNING = "history_import_running"
 SHOWN = 50  # conversations listed on the preview (the totals count them all)
+CARD = "card"  # the format a character card is (as `import_history --format card`)
 PROGRESS_EVERY = 0.5  # seconds between two progress writes within a stage
 ENDED = ("done", "refused", "stopped")
 
@@ -94,15 +105,18 @@ def history_preview(request):
     if upload.size > limit:
         return _error(request, _("That file is %(size)s bytes; the limit is %(limit)s bytes (PREVIOUSLY_MAX_IMPORT_BYTES).")
                       % {"size": f"{upload.size:,}", "limit": f"{limit:,}"})
-    key = (request.POST.get("profile") or "").strip() or current_profile(request).key
-    if not PROFILE_KEY_RE.fullmatch(key):
+    asked = (request.POST.get("profile") or "").strip()
+    if asked and not PROFILE_KEY_RE.fullmatch(asked):
         return _error(request, _("A companion's key is 1-32 characters of a-z, 0-9, '_' or '-'."))
     fmt = request.POST.get("format") or "auto"
-    if fmt != "auto" and fmt not in APPS:
+    if fmt not in ("auto", CARD, *APPS):
         fmt = "auto"
     drop_preview((request.session.pop(PENDING, None) or {}).get("token"))
     token = save_preview(upload, uploader=request.user, target=request.user, kind="history")
     name = Path(upload.name or "upload").name[:120]
+    if fmt == CARD or (fmt == "auto" and looks_like_card(preview_path(token))):
+        return _card_preview(request, token, name, asked or None)
+    key = asked or current_profile(request).key
     try:
         with HistoryImport(preview_path(token), user=request.user, name=name, profile_key=key, fmt=fmt) as imp:
             report = imp.preview()
@@ -114,6 +128,20 @@ def history_preview(request):
         request, preview=report, total=report.total(), token=token, shown=report.conversations[:SHOWN],
         app_name=APP_NAMES[report.app],
     ))
+
+
+def _card_preview(request, token: str, name: str, key: str | None):
+    """A character card's dry run: which companion it makes or updates, and what changes (H2).
+    A file that is no card we take is refused as the command refuses it, naming the file and
+    the problem; the upload is dropped and nothing is written."""
+    try:
+        report = import_character_card(preview_path(token), user=request.user, profile_key=key, dry_run=True, name=name)
+    except CardRefused as exc:
+        drop_preview(token)
+        return _error(request, str(exc))
+    request.session[PENDING] = {"token": token, "profile": key, "format": CARD, "name": name}
+    updated = Profile.objects.filter(user=request.user, key=report.profile_key).first()
+    return render(request, "data/history.html", _context(request, card=report, card_target=updated, token=token))
 
 
 @login_required
@@ -128,6 +156,8 @@ def history_apply(request):
         return redirect("data_history")
     if not preview_exists(pending["token"]):
         return _error(request, _("That preview has expired; upload the file again."))
+    if pending.get("format") == CARD:
+        return _card_apply(request, pending)
     token = pending["token"]
     _write_progress(token, {"state": "queued", "done": 0, "total": 0})
     request.session[RUNNING] = token
@@ -150,6 +180,20 @@ def history_progress(request, token: str):
             extra = {"target": target, "catch_up_plan": catch_up.plan(target), "catch_up": catch_up.latest(target)}
     return render(request, template, _context(request, progress=state, token=token,
                                               stage=Stage.LABELS.get(state.get("stage"), ""), **extra))
+
+
+def _card_apply(request, pending: dict):
+    """Make or update the companion from the previewed card, in the request (one card, bounded
+    by PREVIOUSLY_IMAGE_MAX_BYTES); the upload goes whatever happens. Only the person's own
+    companions are looked at (`import_character_card` takes their user, P2)."""
+    try:
+        report = import_character_card(preview_path(pending["token"]), user=request.user,
+                                       profile_key=pending.get("profile"), name=pending.get("name") or "")
+    except CardRefused as exc:
+        return _error(request, str(exc))
+    finally:
+        drop_preview(pending["token"])
+    return render(request, "data/history.html", _context(request, card_done=report))
 
 
 def _error(request, message: str):

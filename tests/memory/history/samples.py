@@ -2,6 +2,7 @@
 importers read): ChatGPT's mapping tree, Claude's chat_messages, Open WebUI's history tree,
 SillyTavern's JSON Lines."""
 
+import base64
 import io
 import json
 import zipfile
@@ -15,6 +16,11 @@ def png(color=(200, 30, 30)) -> bytes:
     out = io.BytesIO()
     Image.new("RGB", (8, 6), color).save(out, "PNG")
     return out.getvalue()
+
+
+def data_url(data: bytes, mime: str = "image/png") -> str:
+    """An image as Open WebUI keeps one it was given: the browser's FileReader data: URL."""
+    return f"data:{mime};base64,{base64.b64encode(data).decode()}"
 
 
 def node(nid, parent, children, message=None):

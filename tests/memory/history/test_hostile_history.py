@@ -114,6 +114,37 @@ def test_one_string_over_the_per_message_limit(tmp_path, user, settings):
     assert "1001 characters long; the limit is 1000 (PREVIOUSLY_MAX_MESSAGE_CHARS)" in msg
 
 
+def test_a_string_past_what_the_stream_lets_through_is_refused_not_a_crash(tmp_path, user, settings):
+    """Issue 27 point 9, S4: a string longer than any text the import takes is refused before
+    the parser builds it, naming the file and the record (it escaped as an internal error)."""
+    settings.PREVIOUSLY_MAX_MESSAGE_CHARS = 1024
+    settings.PREVIOUSLY_MAX_PERSONA_CHARS = settings.PREVIOUSLY_MAX_FIELD_CHARS = 256
+    conv = s.chatgpt_conversation()
+    conv["mapping"]["a1"]["message"]["content"]["parts"] = ["x" * 1_500_000]
+    path = tmp_path / "conversations.json"
+    path.write_text(json.dumps([s.chatgpt_conversation(cid="ok"), conv]), encoding="utf-8")
+    msg = refused(path, user)
+    assert msg.startswith("conversations.json[1]: a string runs past 1,060,864 bytes, longer than any the import takes")
+    assert "a message may have 1,024 characters, PREVIOUSLY_MAX_MESSAGE_CHARS" in msg
+
+
+def test_an_open_webui_data_url_past_twice_the_image_limit_is_refused(tmp_path, user, settings):
+    """Issue 27 point 2 and 9, S4: Open WebUI's stream lets a data: URL of twice
+    PREVIOUSLY_IMAGE_MAX_BYTES through (one over the limit is an image missing, counted); a
+    longer string refuses the file, naming it, the record and both limits."""
+    settings.PREVIOUSLY_MAX_MESSAGE_CHARS = 1024
+    settings.PREVIOUSLY_MAX_PERSONA_CHARS = settings.PREVIOUSLY_MAX_FIELD_CHARS = 256
+    settings.PREVIOUSLY_IMAGE_MAX_BYTES = 1_000_000
+    chats = s.openwebui_chats()
+    chats[0]["chat"]["history"]["messages"]["u2"]["files"] = [
+        {"type": "image", "url": "data:image/png;base64," + "A" * 3_000_000}]
+    path = tmp_path / "chat-export.json"
+    path.write_text(json.dumps(chats), encoding="utf-8")
+    msg = refused(path, user)
+    assert msg.startswith("chat-export.json[0]: a string runs past 2,667,184 bytes")
+    assert "an image 1,000,000 bytes, PREVIOUSLY_IMAGE_MAX_BYTES" in msg
+
+
 def test_a_zip_of_something_else(tmp_path, user):
     path = tmp_path / "photos.zip"
     with zipfile.ZipFile(path, "w") as z:

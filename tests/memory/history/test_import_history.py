@@ -2,14 +2,19 @@
 fixtures, previewed, written, and imported again."""
 
 import copy
+import hashlib
+import io
 import json
 import zipfile
 from datetime import UTC, datetime
 from zoneinfo import ZoneInfo
 
 import pytest
+from django.core.files.storage import default_storage
 from django.core.management import call_command
 from django.core.management.base import CommandError
+from django.urls import reverse
+from PIL import Image
 
 from memory.card.store import live_card
 from memory.interop.history import HistoryImport, apply, detect
@@ -420,6 +425,104 @@ def test_openwebui_image_files_are_images_missing(tmp_path, user, profile):
     report = run(path, user)
     assert (report.total().images_found, report.total().images_missing) == (0, 1)  # u3 is off the path
     assert [m.content for m in lines(profile)] == ["Hi there", "Hey! (second)", "Tell me a joke"]
+
+
+def owui_with_images(tmp_path, **files):
+    """The sample Open WebUI export, its path messages given `files` (node id -> list)."""
+    chats = s.openwebui_chats()
+    nodes = chats[0]["chat"]["history"]["messages"]
+    for nid, items in files.items():
+        nodes[nid]["files"] = items
+    path = tmp_path / "chat-export.json"
+    path.write_text(json.dumps(chats), encoding="utf-8")
+    return path
+
+
+@pytest.mark.usefixtures("media_in_tmp")
+def test_openwebui_data_url_image_is_found_and_becomes_an_image_message_shown_in_the_chat(tmp_path, user, profile,
+                                                                                           client):
+    """Issue 27 point 2, SPEC A7, H1: an image Open WebUI kept as a data: URL is in the file, so
+    it is found; the line becomes an image message, re-encoded by the path zip members take
+    (check_image), and the chat shows it to its person."""
+    photo = s.png(color=(20, 160, 90))
+    path = owui_with_images(tmp_path, u2=[{"type": "image", "url": s.data_url(photo), "name": "beach.png"}])
+
+    before = preview(path, user)
+    assert (before.total().images_found, before.total().images_missing) == (1, 0)
+    report = run(path, user)
+
+    assert (report.total().images_found, report.total().images_missing) == (1, 0)
+    line = Message.objects.get(profile=profile, content="Tell me a joke")
+    assert line.message_type == Message.Type.IMAGE
+    attachment = line.attachment
+    assert (attachment["content_type"], attachment["width"], attachment["height"]) == ("image/png", 8, 6)
+    assert attachment["name"] == "beach.png"
+    with default_storage.open(attachment["path"], "rb") as fh:
+        stored = fh.read()
+    assert hashlib.sha256(stored).hexdigest() == attachment["sha256"]  # what check_image wrote
+    assert Image.open(io.BytesIO(stored)).getpixel((0, 0)) == (20, 160, 90)
+    assert default_storage.exists(attachment["thumb"])
+    client.force_login(user)
+    past = client.get(reverse("chat_conversation", args=[line.slice.key]), {"profile": profile.key},
+                      HTTP_HX_REQUEST="true").content.decode()
+    assert f'src="{reverse("chat_image_thumb", args=[line.pk])}"' in past and 'alt="Tell me a joke"' in past
+    shown = client.get(reverse("chat_image", args=[line.pk]))
+    assert shown.status_code == 200 and shown["Content-Type"] == "image/png"
+
+
+@pytest.mark.usefixtures("media_in_tmp")
+def test_openwebui_data_urls_too_large_or_not_images_are_counted_by_kind_and_the_text_kept(tmp_path, user, profile,
+                                                                                           settings):
+    """Issue 27 point 2 and 9, S4: a data: URL over PREVIOUSLY_IMAGE_MAX_BYTES (judged before it
+    is decoded), one whose header names more than PREVIOUSLY_IMAGE_MAX_PIXELS, one that is not
+    base64, and one whose bytes are no picture are each an image missing and counted by kind,
+    in the preview as in the apply; the lines keep their text and nothing else is written."""
+    settings.PREVIOUSLY_IMAGE_MAX_BYTES = 2000
+    settings.PREVIOUSLY_IMAGE_MAX_PIXELS = 300
+    big, wide = io.BytesIO(), io.BytesIO()
+    Image.effect_noise((64, 64), 90).save(big, "PNG")
+    Image.new("RGB", (20, 20)).save(wide, "PNG")
+    assert len(big.getvalue()) > 2000 and len(wide.getvalue()) < 2000
+    path = owui_with_images(
+        tmp_path,
+        u1=[{"type": "image", "url": s.data_url(big.getvalue())}, {"type": "image", "url": s.data_url(wide.getvalue())}],
+        u2=[{"type": "image", "url": "data:image/png;base64,this is not base64!"},
+            {"type": "image", "url": s.data_url(b"hello, I am text")}],
+    )
+
+    for report in (preview(path, user), run(path, user)):
+        t = report.total()
+        assert (t.images_found, t.images_missing) == (0, 4)
+        assert (t.skipped[Skip.IMAGE_TOO_LARGE], t.skipped[Skip.IMAGE_REFUSED]) == (2, 2)
+    assert [(m.content, m.message_type) for m in lines(profile)] == [
+        ("Hi there", Message.Type.TEXT), ("Hey! (second)", Message.Type.TEXT), ("Tell me a joke", Message.Type.TEXT)]
+    assert not default_storage.exists(f"images/{profile.pk}")
+    labels = dict(report.total().skipped_labelled)
+    assert labels["images over the size limit"] == 2 and labels["images that are not a picture we take"] == 2
+
+
+@pytest.mark.usefixtures("media_in_tmp")
+def test_openwebui_preview_counts_data_urls_found_and_addresses_missing(tmp_path, user, profile):
+    """Issue 27 point 6: the preview's images found / missing, per conversation and in total:
+    a data: URL found (also in a message's `images`, counted once), a server address missing;
+    a data: URL whose header passes but whose pixels are cut short turns from found to missing
+    when the apply checks it (as a damaged zip member does), its line kept as text."""
+    photo = s.data_url(s.png())
+    cut = s.data_url(s.png()[:50])  # its header whole, its pixels cut short
+    path = owui_with_images(tmp_path, u1=[{"type": "image", "url": photo}, {"type": "image", "url": "/api/v1/files/f1/content"}],
+                            u2=[{"type": "image", "url": cut}])
+    chats = json.loads(path.read_text())
+    chats[0]["chat"]["history"]["messages"]["u1"]["images"] = [photo]  # the same picture again
+    path.write_text(json.dumps(chats), encoding="utf-8")
+
+    seen = preview(path, user)
+    assert [(c.images_found, c.images_missing) for c in seen.conversations] == [(2, 1)]
+    report = run(path, user)
+
+    t = report.total()
+    assert (t.images_found, t.images_missing, t.skipped[Skip.IMAGE_REFUSED]) == (1, 2, 1)
+    assert Message.objects.get(profile=profile, content="Hi there").message_type == Message.Type.IMAGE
+    assert Message.objects.get(profile=profile, content="Tell me a joke").message_type == Message.Type.TEXT
 
 
 def test_sillytavern_extra_image_is_an_image_missing_and_moves_no_other_mid(tmp_path, user, profile):

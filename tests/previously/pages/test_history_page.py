@@ -1,18 +1,32 @@
 """The data page's history import (SPEC H1, issue 27 point 6): upload, preview, apply with
-progress, result."""
+progress, result; and a character card through the same upload (H2, issue 27 point 5)."""
 
+import base64
+import copy
+import json
 import shutil
 import sys
 
 import pytest
+from django.core.files.storage import default_storage
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import Client
 from django.urls import reverse
 
+from memory.interop.character_card import import_character_card
 from memory.interop.previews import preview_exists
-from memory.models import CatchUp, Message, Profile
+from memory.models import CatchUp, CompanionCard, LoreEntry, Message, Profile
 from previously.agent import catch_up
 from previously.pages.data import history
 from tests.memory.history import samples as s
+from tests.memory.interop.card_fixtures import (
+    CHINESE_CARD,
+    V2_CARD,
+    picture,
+    v2_png,
+    v3_png,
+    with_text_chunks,
+)
 
 # Each test's uploads in its own folder: a parallel worker's user 1 would drop this one's pending
 # upload (one per person and kind, by user id).
@@ -180,3 +194,152 @@ def test_a_child_that_dies_is_reported_as_stopped_with_its_code(client_in, tmp_p
     poll = client_in.get(reverse("data_history_progress", args=[token])).content.decode()
     assert "its process ended with code 1" in poll
     assert Message.objects.count() == 0 and not preview_exists(token)
+
+
+# --- a character card through the same upload (H2, issue 27 point 5) ---------------------------------
+
+
+def upload_card(client, data: bytes, name="Seraphina.png", **extra):
+    return client.post(reverse("data_history_preview"), {"history": SimpleUploadedFile(name, data), **extra})
+
+
+def apply_pending(client):
+    return client.post(reverse("data_history_apply"), {"token": client.session["history_import_pending"]["token"]})
+
+
+def stored_uploads() -> list[str]:
+    return default_storage.listdir("imports")[1] if default_storage.exists("imports") else []
+
+
+def test_a_v2_png_card_is_previewed_then_makes_a_companion_linked_to_its_settings(client_in, user):
+    """Issue 27 point 5 and 6, H2: the upload recognises the card by content; its preview says
+    which companion it makes and what it brings (name, persona, picture, lorebook, greetings),
+    writing nothing; the apply makes it (through import_character_card, the command's entry
+    point) and links to the companion's settings page."""
+    page = upload_card(client_in, v2_png())
+
+    html = page.content.decode()
+    assert page.status_code == 200
+    assert "Seraphina.png holds the card “Seraphina” (chara_card_v2)." in html
+    assert "It makes a new companion <code>seraphina</code>." in html
+    for tag in ("name", "persona", "picture", "lorebook", "greetings"):
+        assert f'<span class="tag">{tag}</span>' in html
+    assert "3 entries, 2 enabled" in html and "the card’s picture becomes the avatar" in html
+    assert "3 (the first opens the first conversation, the others are its alternatives)" in html
+    assert not Profile.objects.filter(user=user, key="seraphina").exists() and Message.objects.count() == 0
+
+    done = apply_pending(client_in)
+
+    html = done.content.decode()
+    assert done.status_code == 200 and "Companion “Seraphina” made from the card." in html
+    assert f'href="{reverse("profile_edit", args=["seraphina"])}" id="history-card-settings"' in html
+    seraphina = Profile.objects.get(user=user, key="seraphina")
+    assert seraphina.name == "Seraphina" and seraphina.persona.startswith("Seraphina is a guardian")
+    assert seraphina.avatar["content_type"] == "image/png"
+    assert LoreEntry.objects.for_profile(seraphina).count() == 3
+    assert Message.objects.filter(profile=seraphina).count() == 3  # the greeting and its two alternatives
+    assert "history_import_pending" not in client_in.session and stored_uploads() == []
+
+
+def test_a_v3_png_card_without_a_v2_chunk_makes_its_companion(client_in, user):
+    """Issue 27 point 5, H2: a V3 card (`ccv3` alone) from the data page."""
+    html = upload_card(client_in, v3_png(with_v2=False), name="seraphina-v3.png").content.decode()
+    assert "seraphina-v3.png holds the card “Seraphina” (chara_card_v3)." in html
+
+    apply_pending(client_in)
+
+    assert CompanionCard.objects.get(profile__user=user, profile__key="seraphina").spec == "chara_card_v3"
+
+
+def test_a_json_card_makes_its_companion_without_a_picture(client_in, user):
+    """Issue 27 point 5, H2: the card as a .json file, recognised by its keys, in Chinese."""
+    data = json.dumps(CHINESE_CARD, ensure_ascii=False).encode()
+    html = upload_card(client_in, data, name="linwan.json").content.decode()
+    assert "linwan.json holds the card “林晚” (chara_card_v3)." in html and "none in the card" in html
+    assert "1 entry, 1 enabled" in html
+
+    done = apply_pending(client_in).content.decode()
+
+    linwan = Profile.objects.get(user=user, name="林晚")
+    assert linwan.key.startswith("card-") and linwan.avatar is None and linwan.language == "zh"
+    assert "Companion “林晚” made from the card." in done
+    assert reverse("profile_edit", args=[linwan.key]) in done
+
+
+def test_the_same_card_uploaded_again_updates_its_companion_rather_than_adding_one(client_in, user):
+    """Issue 27 point 5, H2: without a key, a card made before is found again by its identity;
+    the preview names that companion and only what the new version changes."""
+    upload_card(client_in, v2_png())
+    apply_pending(client_in)
+    companions = Profile.objects.filter(user=user).count()
+    newer = copy.deepcopy(V2_CARD)
+    newer["data"]["description"] = "{{char}} now keeps the lighthouse at the forest's edge."
+
+    html = upload_card(client_in, v2_png(newer), name="Seraphina-1.3.png").content.decode()
+
+    assert "It updates your companion <code>seraphina</code> (Seraphina)." in html
+    assert '<span class="tag">persona</span>' in html and '<span class="tag">name</span>' not in html
+    assert "the companion already has conversations; its first one stays as it is." in html
+    done = apply_pending(client_in).content.decode()
+    assert "Companion “Seraphina” updated from the card." in done
+    assert Profile.objects.filter(user=user).count() == companions
+    seraphina = Profile.objects.get(user=user, key="seraphina")
+    assert seraphina.persona.startswith("Seraphina now keeps the lighthouse")
+    assert Message.objects.filter(profile=seraphina).count() == 3  # no second set of greetings
+
+
+@pytest.mark.parametrize(("name", "data", "said"), [
+    ("cat.png", picture(), "cat.png: this PNG holds no character card (no “chara” or “ccv3” text chunk)."),
+    ("broken.png", with_text_chunks(picture(), [("chara", "this is not base64!")]),
+     "broken.png: its “chara” text chunk is not base64."),
+    ("yaml.png", with_text_chunks(picture(), [("chara", base64.b64encode(b"name: Seraphina").decode())]),
+     "yaml.png: its “chara” text chunk is not JSON"),
+    ("cut.json", json.dumps(V2_CARD).encode()[:300], "cut.json: the file is not JSON"),
+    ("huge.png", v2_png(), "huge.png: the file is "),
+])
+def test_a_hostile_card_is_refused_naming_the_file_and_nothing_is_written(client_in, user, settings, name, data,
+                                                                          said):
+    """Issue 27 point 9, H2, S4: a PNG without a card, a card chunk that is not base64 JSON, a
+    card cut short, and one over PREVIOUSLY_IMAGE_MAX_BYTES: the command's own refusal, naming
+    the file and the problem; no companion, no upload left behind."""
+    if name == "huge.png":
+        settings.PREVIOUSLY_IMAGE_MAX_BYTES = len(data) - 1
+    page = upload_card(client_in, data, name=name)
+
+    html = page.content.decode()
+    assert page.status_code == 400 and 'role="alert"' in html
+    assert said in html and "Nothing was written." in html
+    if name == "huge.png":
+        assert f"a character card may be at most {len(data) - 1:,} (PREVIOUSLY_IMAGE_MAX_BYTES)" in html
+    assert not Profile.objects.filter(user=user).exclude(key="owner").exists()
+    assert not LoreEntry.objects.exists() and not CompanionCard.objects.exists() and Message.objects.count() == 0
+    assert "history_import_pending" not in client_in.session and stored_uploads() == []
+
+
+def test_a_card_only_ever_touches_the_uploaders_own_companions(client_in, user, django_user_model):
+    """P2, H2: Bob's companion made from the same card, and Bob's key given on Alice's upload,
+    leave Bob's companions alone: Alice's card makes her own; Bob's pending card is not hers to
+    apply."""
+    bob = django_user_model.objects.create_user(username="bob", password="pw-bob-12345")
+    import_character_card(v2_png(), user=bob, name="Seraphina.png")
+    bobs_mia = Profile.objects.create(user=bob, key="mia", name="Bob's Mia", persona="Bob's own words.")
+    bob_client = Client()
+    bob_client.force_login(bob)
+    upload_card(bob_client, v2_png(), profile="mia")
+    bobs_token = bob_client.session["history_import_pending"]["token"]
+
+    assert "It makes a new companion <code>seraphina</code>." in upload_card(client_in, v2_png()).content.decode()
+    html = upload_card(client_in, v2_png(), profile="mia").content.decode()
+    assert "It makes a new companion <code>mia</code>." in html
+    stolen = client_in.post(reverse("data_history_apply"), {"token": bobs_token})
+    assert stolen.status_code == 302 and stolen["Location"] == reverse("data_history")
+    assert preview_exists(bobs_token)
+    apply_pending(client_in)
+
+    bobs_mia.refresh_from_db()
+    assert (bobs_mia.name, bobs_mia.persona, bobs_mia.avatar) == ("Bob's Mia", "Bob's own words.", None)
+    assert not LoreEntry.objects.filter(profile=bobs_mia).exists()
+    assert "She found bob wounded" in Profile.objects.get(user=bob, key="seraphina").persona
+    assert Profile.objects.filter(user=bob).count() == 2
+    assert Profile.objects.get(user=user, key="mia").name == "Seraphina"
+    assert not Profile.objects.filter(user=user, key="seraphina").exists()
