@@ -358,5 +358,22 @@ def _reapply(item: forget_journal.Entry) -> bool:
         purge_one(record)
         return True
     if item.kind == Kind.FRAGMENT:
-        return bool(LegacyFragment.objects.filter(profile=profile, key=item.object_id).delete()[0])
+        return _reapply_fragment(profile, item)
     return False
+
+
+def _reapply_fragment(profile: Profile, item: forget_journal.Entry) -> bool:
+    """A raw legacy fragment goes only with the line it became, whose entry comes first and
+    takes it; it is found here when that entry missed the line: its id was repaired after the
+    backup (S5, `repair_message_ids`), so the journal names an id the backup does not know. The
+    fragment, under the same key, still joins the line: it goes again with the line, when the
+    line's content hash is the one the entry carries, else alone."""
+    fragment = LegacyFragment.objects.filter(profile=profile, key=item.object_id).select_related("message").first()
+    if fragment is None:
+        return False
+    line = fragment.message
+    if line is not None and item.content_hash and line.content_hash == item.content_hash:
+        hard_delete_message(line, force=True, keep_replies=True)  # its fragments with it
+    else:
+        fragment.delete()
+    return True

@@ -1,6 +1,8 @@
 """The live-server set-up every browser journey shares: Daphne in a child process (Channels'
 ChannelsLiveServerTestCase) talking to a local OpenAI-compatible server."""
 
+from pathlib import Path
+
 from channels.testing import ChannelsLiveServerTestCase
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -10,6 +12,13 @@ from django.db import connections
 from previously.llm import reset_provider
 from previously.llm.openai_compat import OpenAICompatible
 from tests.llm_server import FakeLLMServer, Turn
+
+# The screenshots a person looks at (issue 17 points 8 and 9, issue 28): every page at these
+# widths, in both interface languages (name, browser locale) and both themes, saved here.
+ARTIFACTS = Path(settings.BASE_DIR) / "var" / "test-artifacts"
+WIDTHS = (1280, 390)
+LANGS = (("en", "en-GB"), ("zh", "zh-CN"))
+THEMES = ("light", "dark")
 
 
 def log_in(page, base_url: str, username: str, password: str, *, submit: str = "button[type=submit]") -> None:

@@ -5,23 +5,16 @@ flash; the companion and language menus acting on selection; visible focus; redu
 and the settings page saving a model the model server lists."""
 
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
-from django.conf import settings
 
 from memory.archive import archive_message
 from memory.models import Card, EvolutionRun, Profile, Slice
 from tests.e2e.conftest import CHROMIUM_ARGS, chromium_path
-from tests.e2e.live import LiveChatServer, log_in
+from tests.e2e.live import ARTIFACTS, LANGS, THEMES, WIDTHS, LiveChatServer, log_in
 from tests.factories import CardSnapshotFactory, ExperienceFactory, HighlightFactory
 from tests.llm_server import Turn
 from tests.memory.card.samples import SEED_CARD
-
-ARTIFACTS = Path(settings.BASE_DIR) / "var" / "test-artifacts"
-WIDTHS = (1280, 390)
-LANGS = (("en", "en-GB"), ("zh", "zh-CN"))
-THEMES = ("light", "dark")
 
 LINES = [
     ("user", "今天早上跑了 5 公里 🏃 felt great"),

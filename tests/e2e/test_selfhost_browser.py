@@ -3,30 +3,34 @@
 choose the chat and embedding models among the defaults from the connection's list (issue 28
 point 3), and the companion's model from the same list (a model later dropped by the server stays shown with a note); staff
 invite a second person, who signs up with the link and changes their password. Screenshots of
-every new page at 1280 and 390 px, English and Chinese, light and dark, in var/test-artifacts/."""
+every new page at 1280 and 390 px, English and Chinese, light and dark, in var/test-artifacts/:
+those of the journey, and (`SelfHostingPagesInEveryLook`) the pages it does not pass through —
+open sign-up, an expired invitation, the password reset pages, the offline banner for staff
+and for others (L2), the connection edit page and the connections page's errors."""
 
-from pathlib import Path
+from datetime import timedelta
 
 import pytest
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.hashers import PBKDF2PasswordHasher
+from django.contrib.auth.tokens import default_token_generator
+from django.test import override_settings
+from django.utils import timezone
+from django.utils.encoding import force_bytes
+from django.utils.http import urlsafe_base64_encode
 
-from memory.models import Connection, Profile, RecallVector
+from memory.models import Connection, Invitation, Profile, RecallVector, SiteSwitch
+from memory.sealed import seal
 from tests.e2e.conftest import CHROMIUM_ARGS, chromium_path
-from tests.e2e.live import LiveChatServer, log_in
+from tests.e2e.live import ARTIFACTS, LANGS, THEMES, WIDTHS, LiveChatServer, log_in
 from tests.llm_server import Turn
 
-ARTIFACTS = Path(settings.BASE_DIR) / "var" / "test-artifacts"
-LANGS = (("en", "en-GB"), ("zh", "zh-CN"))
 
+class OfflineLiveServer(LiveChatServer):
+    """No provider is installed and no endpoint is set: the server starts offline and takes
+    the connection staff choose, at once (no wait between checks of the stored choice)."""
 
-@pytest.mark.browser
-@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
-class SelfHostingInTheBrowser(LiveChatServer):
-    """No provider is installed: the server starts offline and takes the connection staff choose."""
-
-    default_turn = Turn(chunks=["Connected ", "and listening 👂"])
     connected = False
 
     @classmethod
@@ -40,6 +44,14 @@ class SelfHostingInTheBrowser(LiveChatServer):
     def tearDownClass(cls):
         super().tearDownClass()
         settings.PREVIOUSLY_LLM_BASE_URL, settings.PREVIOUSLY_CONNECTION_CHECK_SECONDS = cls._settings
+
+
+@pytest.mark.browser
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+class SelfHostingInTheBrowser(OfflineLiveServer):
+    """No provider is installed: the server starts offline and takes the connection staff choose."""
+
+    default_turn = Turn(chunks=["Connected ", "and listening 👂"])
 
     def test_connect_a_model_invite_someone_and_change_a_password(self):
         from playwright.sync_api import expect, sync_playwright
@@ -134,9 +146,9 @@ class SelfHostingInTheBrowser(LiveChatServer):
             expect(guest.locator("h1")).to_contain_text("账户")
 
             cookies = staff.cookies()
-            for theme in ("light", "dark"):
+            for theme in THEMES:
                 for lang, locale in LANGS:
-                    for width in (1280, 390):
+                    for width in WIDTHS:
                         ctx = browser.new_context(viewport={"width": width, "height": 900}, locale=locale,
                                                   color_scheme=theme)
                         ctx.add_cookies(cookies)
@@ -154,3 +166,163 @@ class SelfHostingInTheBrowser(LiveChatServer):
         assert picked == f"{Connection.objects.get().pk}|qwen2.5:7b-通义"
         # The server process hashes with Django's default PBKDF2 (the suite's MD5 came later).
         assert PBKDF2PasswordHasher().verify("b-longer-pw-4420", get_user_model().objects.get(username="lin").password)
+
+
+# What each page must say, in English and in Chinese: (selector, en, zh).
+SAYS = {
+    "signup-open": ("h1", "Create your account", "创建你的账户"),
+    "invite-expired": (".notice.error", "This invitation has expired or was already used.", "这个邀请已过期或已被使用"),
+    "reset-request": ("h1", "Reset your password", "重置密码"),
+    "reset-sent": ("h1", "Check your email", "请查收邮件"),
+    "reset-new-password": ("h1", "Choose a new password", "设置新密码"),
+    "reset-link-invalid": (".notice.error", "This link has been used or has expired.", "这个链接已被使用或已过期"),
+    "chat-offline-staff": ("#offline-banner a[href='/connections/']", "Connect a model", "连接一个模型"),
+    "chat-offline": ("#offline-banner", "The person who runs this server can connect one.", "运行这台服务器的人可以连接一个模型。"),
+    "connection-edit": ("h1", "Edit connection", "编辑连接"),
+    "connection-refused-url": (".errorlist", "must start with http:// or https://", "地址必须以 http:// 或 https:// 开头"),
+    "connections-test-failed": (".connection .test-result[role=alert]", "Test failed: The server refused the key (401).",
+                                "测试失败：服务器拒绝了这个密钥（401）。"),
+}
+DARK = "rgb(20, 22, 25)"  # the dark theme's page (tests/e2e/test_looks_browser.py)
+
+
+@pytest.mark.browser
+@pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
+class SelfHostingPagesInEveryLook(OfflineLiveServer):
+    """Issue 28's acceptance ("screenshots at 1280 and 390 px, zh and en, light and dark,
+    looked at") for the pages the journey above does not pass through."""
+
+    def test_signup_reset_offline_and_connection_error_pages_in_every_look(self):
+        """O5: open sign-up, an expired invitation (410, its error page), the reset request, its
+        "sent" page, a valid link's new-password form and a used or forged link's error; O4/L2:
+        the chat's offline banner, for staff with the link to the connections page and for
+        others without it; O4: the connection edit page (the key never shown), an address that is
+        not http(s) refused by name, a "Test" the server refuses (wrong key) with the others'
+        model lists saying why (unreachable, a key sealed under another secret). Each page says
+        its words in the browser's language, in the chosen theme, nothing wider than the
+        window; once used, the reset link is refused (it works once)."""
+        from playwright.sync_api import expect, sync_playwright
+
+        users = get_user_model().objects
+        root = self.make_user("root", "pw-root-12345")
+        users.filter(pk=root.pk).update(is_staff=True)
+        lin = self.make_user("lin", "pw-lin-12345")
+        ana = self.make_user("ana", "pw-ana-12345")
+        users.filter(pk=ana.pk).update(email="ana@example.org")
+        # The chat is in its companion's language (issue 14 §4): each person has one of each.
+        for user in (root, lin):
+            Profile.objects.create(user=user, key="en", name="Sea", language="en")
+            Profile.objects.create(user=user, key="zh", name="小海", language="zh")
+        SiteSwitch.set(SiteSwitch.OPEN_SIGNUP, True)
+        expired = Invitation.issue(by=root, days=1, note="for Bo 波")[1]
+        Invitation.objects.update(expires_at=timezone.now() - timedelta(hours=1))
+        ana = users.get(pk=ana.pk)
+        uid = urlsafe_base64_encode(force_bytes(ana.pk))
+        reset = f"/password-reset/{uid}/{default_token_generator.make_token(ana)}/"
+        self.llm.api_key = "sk-the-right-one"
+        refused = Connection.objects.create(name="托管 API (wrong key)", base_url=self.llm.base_url,
+                                            sealed_key=seal("sk-wrong-key-7c1f"))
+        Connection.objects.create(name="GPU box", base_url="http://127.0.0.1:9/v1")  # nothing listens there
+        with override_settings(PREVIOUSLY_CONNECTION_SECRET="the secret before a move"):
+            Connection.objects.create(name="Moved here", base_url=self.llm.base_url, sealed_key=seal("sk-old-5e2a"))
+        listed = list(Connection.objects.values_list("pk", flat=True))
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        url = self.live_server_url
+        problems: list[str] = []
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
+            signed_in = {}
+            for user, password in (("root", "pw-root-12345"), ("lin", "pw-lin-12345")):
+                ctx = browser.new_context(viewport={"width": 1280, "height": 900}, locale="en-GB")
+                log_in(ctx.new_page(), url, user, password, submit="main button[type=submit]")
+                signed_in[user] = ctx.cookies()
+                ctx.close()
+
+            def refused_url(tab):
+                tab.fill("#id_base_url", "ftp://192.168.1.20/v1")
+                tab.locator("main form.stack button[type=submit]").click()
+                tab.wait_for_selector(".errorlist")
+
+            def test_refused(tab):
+                for pk in listed:
+                    tab.wait_for_selector(f"#models-{pk}.models")  # each list loaded (htmx), with its problem
+                tab.locator(f"form[action='/connections/{refused.pk}/test/'] button").click()
+                tab.wait_for_selector(".test-result")
+                for pk in listed:
+                    tab.wait_for_selector(f"#models-{pk}.models")
+
+            # name: (who, path, what to do there first)
+            pages = {
+                "signup-open": (None, "/signup/", None),
+                "invite-expired": (None, f"/signup/{expired}/", None),
+                "reset-request": (None, "/password-reset/", None),
+                "reset-sent": (None, "/password-reset/", lambda tab: (
+                    tab.fill("#id_email", "ana@example.org"), tab.locator("main button[type=submit]").click(),
+                    tab.wait_for_url("**/password-reset/sent/"))),
+                "reset-new-password": (None, reset, lambda tab: tab.wait_for_selector("#id_new_password1")),
+                "reset-link-invalid": (None, f"/password-reset/{uid}/not-a-token/", None),
+                "chat-offline-staff": ("root", "/?profile={lang}", lambda tab: tab.wait_for_selector("#offline-banner")),
+                "chat-offline": ("lin", "/?profile={lang}", lambda tab: tab.wait_for_selector("#offline-banner")),
+                "connection-edit": ("root", f"/connections/{refused.pk}/", None),
+                "connection-refused-url": ("root", "/connections/new/", refused_url),
+                "connections-test-failed": ("root", "/connections/", test_refused),
+            }
+            for theme in THEMES:
+                for lang, locale in LANGS:
+                    for width in WIDTHS:
+                        ctx = browser.new_context(viewport={"width": width, "height": 900}, locale=locale,
+                                                  color_scheme=theme)
+                        tab = ctx.new_page()
+                        for name, (who, path, first) in pages.items():
+                            ctx.clear_cookies()
+                            if who:
+                                ctx.add_cookies(signed_in[who])
+                            tab.goto(url + path.format(lang=lang))
+                            if first:
+                                first(tab)
+                            selector, en, zh = SAYS[name]
+                            expect(tab.locator(selector).first).to_contain_text(en if lang == "en" else zh)
+                            if name == "chat-offline":
+                                expect(tab.locator("#offline-banner a")).to_have_count(0)  # no link for others
+                            if name == "connection-edit":
+                                expect(tab.locator("#id_api_key")).to_have_value("")
+                            if name == "connections-test-failed":  # ordered by name; the result beside its button
+                                expect(tab.locator(".connection .models")).to_contain_text([
+                                    "The server could not be reached" if lang == "en" else "无法连接服务器",
+                                    "The stored key cannot be read any more" if lang == "en" else "保存的密钥已无法读取",
+                                    "The server refused the key (401)." if lang == "en" else "服务器拒绝了这个密钥（401）。",
+                                ])
+                                tested = tab.locator(f".connection:has(form[action='/connections/{refused.pk}/test/'])")
+                                expect(tested.locator(".test-result")).to_have_count(1)
+                            body = tab.content()
+                            assert not any(key in body for key in ("sk-wrong-key-7c1f", "sk-old-5e2a")), name
+                            if "Select an option" in body:  # Django 6.1's blank choice, untranslated in zh
+                                problems.append(f"{name} {width}px {lang} {theme}: '- Select an option -'")
+                            if who and width == 1280:  # one row, for staff too (issue 17 point 8)
+                                bar = tab.evaluate("document.querySelector('.topbar').getBoundingClientRect().height")
+                                if bar >= 64:
+                                    problems.append(f"{name} {width}px {lang} {theme}: the navigation wraps ({bar}px)")
+                            wide = tab.evaluate("document.documentElement.scrollWidth")
+                            if wide > width:
+                                problems.append(f"{name} {width}px {lang} {theme}: {wide}px wide")
+                            bg = tab.evaluate("getComputedStyle(document.body).backgroundColor")
+                            if (bg == DARK) != (theme == "dark"):
+                                problems.append(f"{name} {width}px {lang} {theme}: background {bg}")
+                            tab.screenshot(path=str(ARTIFACTS / f"selfhost-{name}-{width}-{lang}-{theme}.png"),
+                                           full_page=not name.startswith("chat"))
+                        ctx.close()
+
+            # The reset link works once: used, it is refused like a forged one.
+            ctx = browser.new_context(viewport={"width": 390, "height": 900}, locale="en-GB")
+            tab = ctx.new_page()
+            tab.goto(url + reset)
+            tab.fill("#id_new_password1", "a-new-long-pw-5521")
+            tab.fill("#id_new_password2", "a-new-long-pw-5521")
+            tab.locator("main button[type=submit]").click()
+            expect(tab.locator("h1")).to_contain_text("Password set")
+            tab.goto(url + reset)
+            expect(tab.locator(".notice.error")).to_contain_text("This link has been used or has expired.")
+            ctx.close()
+            browser.close()
+        assert not problems, "\n".join(problems)
+        assert PBKDF2PasswordHasher().verify("a-new-long-pw-5521", users.get(pk=ana.pk).password)

@@ -11,6 +11,7 @@ from django.contrib.sessions.models import Session
 from django.core.management import CommandError, call_command
 from django.db import connection
 from django.template.defaultfilters import filesizeformat
+from django.urls import reverse
 from django.utils import timezone
 
 from memory import backups, forget_journal, server_lock
@@ -18,10 +19,28 @@ from memory.accounts import delete_account, seen
 from memory.archive import archive_message
 from memory.card import parse
 from memory.card.lines import card_lines
-from memory.deletion import delete_message, delete_profile, delete_slice
-from memory.models import Card, Invitation, Message, Profile, Tombstone
+from memory.deletion import delete_message, delete_profile, delete_slice, purge_soft_deleted
+from memory.hashing import content_hash
+from memory.models import (
+    Card,
+    Experience,
+    ExperienceHistory,
+    Highlight,
+    Invitation,
+    LegacyFragment,
+    Message,
+    Profile,
+    Relation,
+    Tombstone,
+)
 from previously.housekeeping import take_scheduled_backup
-from tests.factories import ProfileFactory
+from tests.factories import (
+    ExperienceFactory,
+    HighlightFactory,
+    MessageFactory,
+    ProfileFactory,
+    RelationFactory,
+)
 from tests.memory.test_forget_audit import dump_all_tables
 from tests.memory.test_forget_card import card_citing
 from tests.previously.agent.helpers import make_slice
@@ -56,31 +75,87 @@ def _copy_mids(backup) -> set[str]:
         db.close()
 
 
-def test_a_backup_taken_while_lines_are_written_passes_its_check_and_holds_every_line_committed_before(folder):
+class Writer(threading.Thread):
+    """Writes one line after another (another thread, its own database connection, as the
+    server's chat does) until stopped; `written` counts the lines committed, in order."""
+
+    FIRST = 1000
+
+    def __init__(self, profile):
+        super().__init__()
+        self.profile = profile
+        self.written = 0
+        self.stop = threading.Event()
+        self.changed = threading.Condition()
+        self.error: BaseException | None = None
+
+    def run(self):
+        try:
+            while not self.stop.is_set() and self.written < 5000:
+                _say(self.profile, 1, start=self.FIRST + self.written)
+                with self.changed:
+                    self.written += 1
+                    self.changed.notify_all()
+        except BaseException as error:  # noqa: BLE001 - reported by the test
+            self.error = error
+        finally:
+            connection.close()
+
+    def wait_past(self, count: int) -> int:
+        """Block until more than `count` lines are committed; how many are then."""
+        with self.changed:
+            assert self.changed.wait_for(lambda: self.written > count or self.error or not self.is_alive(),
+                                         timeout=120), "the writer stopped writing"
+            assert self.error is None, self.error
+            return self.written
+
+
+def test_a_backup_taken_while_lines_are_written_passes_its_check_and_holds_every_line_committed_before(
+        folder, monkeypatch):
+    """Issue 28 point 3 acceptance, O6: a backup taken while another thread writes lines. The
+    writer is made to commit lines after the backup started and before its copy (they are in
+    it), and again after the copy and before the backup finished (they are not): so the writes
+    overlapped the backup, by facts of order, not by timing. The copy passes `integrity_check`
+    and holds every line committed before the backup started, and of the writer's lines
+    exactly a prefix, ending between the copy's start and its end (one consistent state)."""
     profile = ProfileFactory(key="owner")
     _say(profile, 40)
     before = set(Message.objects.values_list("mid", flat=True))
-    stop = threading.Event()
+    copy_name = "_sqlite_copy" if connection.vendor == "sqlite" else "_pg_dump"
+    real_copy = getattr(backups, copy_name)
+    seen = {}
 
-    def chat():
-        i = 1000
-        while not stop.is_set() and i < 1400:
-            _say(profile, 1, start=i)
-            i += 1
-        connection.close()
+    def copy_while_written(*args):
+        seen["copy_started"] = writer.wait_past(seen["backup_started"] + 2)  # 3 more, since the start
+        real_copy(*args)
+        seen["copy_done"] = writer.written
+        seen["backup_ends"] = writer.wait_past(seen["copy_done"] + 2)  # 3 more before it finishes
 
-    writer = threading.Thread(target=chat)
+    monkeypatch.setattr(backups, copy_name, copy_while_written)
+    writer = Writer(profile)
     writer.start()
     try:
+        seen["backup_started"] = writer.wait_past(2)  # some written before the backup starts
         backup = backups.make_backup()
+        seen["backup_done"] = writer.written
     finally:
-        stop.set()
+        writer.stop.set()
         writer.join()
+    assert writer.error is None, writer.error
+
+    # The writes overlapped the backup: before it, between its start and its copy, after the
+    # copy and before it returned.
+    assert 0 < seen["backup_started"] < seen["copy_started"] <= seen["copy_done"] < seen["backup_ends"]
+    assert seen["backup_ends"] <= seen["backup_done"]
     assert backup.path.exists() and backup.bytes > 0
+    assert backups.last_backup() == backup
     if backup.engine == "sqlite":
         assert backups.sqlite_problem(backup.path) is None
-        assert before <= _copy_mids(backup)
-    assert backups.last_backup() == backup
+        copied = _copy_mids(backup)
+        assert before <= copied
+        written = sorted(int(mid[2:], 16) - Writer.FIRST for mid in copied - before)
+        assert written == list(range(len(written))), "not a prefix of the writer's lines"
+        assert seen["copy_started"] <= len(written) <= seen["copy_done"] < seen["backup_ends"]
 
 
 def test_restore_deletes_again_what_was_deleted_for_good_after_the_backup(folder):
@@ -315,3 +390,94 @@ def test_restore_takes_off_again_the_card_lines_a_conversation_delete_dropped(fo
     assert not any("Lyon" in f for f in facts), facts
     assert report.reapplied.get(forget_journal.CARD_LINE) == 1
     assert not Message.objects.filter(slice__key=slice_.key).exists()
+
+
+def _deleted_for_good_after_a_backup(profile, record):
+    """A backup, then `record` hidden and purged as the data pages and `purge_soft_deleted` do
+    (D1, D4): a delete for good, with its tombstones, made after the backup was taken."""
+    backup = backups.make_backup()
+    record.soft_delete()
+    purge_soft_deleted(profile=profile)
+    return backup
+
+
+def test_restore_deletes_again_a_highlight_deleted_for_good_after_the_backup_issue28_o6(folder):
+    """Issue 28 point 3, O6: the journal's `hl` entry alone brings a purged highlight's delete
+    back after a restore (no line of it was deleted); its line stays (C1)."""
+    profile = ProfileFactory(key="owner")
+    _say(profile, 3)
+    line = Message.objects.get(mid=f"c_{1:016x}")
+    highlight = HighlightFactory(message=line)
+    backup = _deleted_for_good_after_a_backup(profile, highlight)
+
+    report = backups.restore(backup.path)
+
+    assert report.reapplied == {"hl": 1}
+    assert not Highlight.objects.filter(hid=highlight.hid).exists()
+    assert Tombstone.objects.filter(kind="hl", object_id=highlight.hid).exists()  # blocks its re-import
+    assert Message.objects.filter(mid=line.mid).exists()
+
+
+def test_restore_deletes_again_an_experience_deleted_for_good_after_the_backup_issue28_o6(folder):
+    """Issue 28 point 3, O6: a purged experience stays deleted through a restore (its `exp`
+    entry), its history with it: none of its words is left in any table."""
+    profile = ProfileFactory(key="owner")
+    _say(profile, 2)
+    experience = ExperienceFactory(profile=profile, title="面试前跑步 Morning run 🏃",
+                                   content="Ran 5 km before the interview at the bridge office")
+    ExperienceHistory.objects.create(experience=experience, actor="agent", action="updated",
+                                     before={"content": experience.content}, after={"content": experience.content})
+    backup = _deleted_for_good_after_a_backup(profile, experience)
+
+    report = backups.restore(backup.path)
+
+    assert report.reapplied == {"exp": 1}
+    assert not Experience.objects.filter(eid=experience.eid).exists()
+    assert Tombstone.objects.filter(kind="exp", object_id=experience.eid).exists()
+    dump = dump_all_tables()
+    assert "Ran 5 km before the interview" not in dump and "面试前跑步" not in dump
+    assert Message.objects.filter(profile=profile).count() == 2
+
+
+def test_restore_deletes_again_a_relation_deleted_for_good_after_the_backup_issue28_o6(folder):
+    """Issue 28 point 3, O6: a purged relation stays deleted through a restore (its `rel`
+    entry); the highlight and the experience it joined stay."""
+    profile = ProfileFactory(key="owner")
+    relation = RelationFactory(profile=profile)
+    backup = _deleted_for_good_after_a_backup(profile, relation)
+
+    report = backups.restore(backup.path)
+
+    assert report.reapplied == {"rel": 1}
+    assert not Relation.objects.filter(rid=relation.rid).exists()
+    assert Tombstone.objects.filter(kind="rel", object_id=relation.rid).exists()
+    assert Highlight.objects.filter(hid=relation.from_id).exists()
+    assert Experience.objects.filter(eid=relation.to_id).exists()
+
+
+def test_restore_deletes_again_a_line_whose_id_was_repaired_after_the_backup_by_its_raw_fragment_issue28_o6(
+        folder, admin_client, admin_user):
+    """Issue 28 point 3, O6 (D2, S5): a legacy line is backed up under an id stored before ids were
+    full-matched; after the backup staff repair the id (`r_…`) and the person deletes the line
+    for good. The journal's `msg` entry names the new id, which the backup does not know; its
+    `mem` entry names the raw fragment, which the backup holds under the same key, still joined
+    to the line: re-applying it deletes the fragment and the line (same content hash) again, so
+    neither the raw copy nor the line comes back."""
+    words = "我的新地址是里昂 Rue Mercière 7 🐱"
+    profile = ProfileFactory(user=admin_user, key="owner")
+    line = MessageFactory(profile=profile, mid="imp/ort\n", content=words, content_hash=content_hash("owner", words))
+    LegacyFragment.objects.create(profile=profile, key="mem:owner:1760968800000_ab", role="user", content=words,
+                                  ts=1760968800000, message=line, disposition="merged", fingerprint="x")
+    backup = backups.make_backup()
+    admin_client.post(reverse("admin:memory_message_changelist"),
+                      {"action": "repair_message_ids", "_selected_action": [line.pk]})
+    repaired = Message.objects.get(pk=line.pk).mid
+    assert repaired.startswith("r_")
+    delete_message(profile=profile, mid=repaired, hard=True, force=True)
+
+    report = backups.restore(backup.path)
+
+    assert report.reapplied == {"mem": 1}
+    assert not LegacyFragment.objects.exists()
+    assert not Message.objects.filter(profile=profile).exists()
+    assert "Rue Mercière" not in dump_all_tables()

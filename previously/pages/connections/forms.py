@@ -34,8 +34,10 @@ class ChoiceForm(forms.Form):
     name typed instead for a model its server does not list or a server that cannot be reached
     now; with no list at all, typed (issue 28 point 3)."""
 
-    chat_connection = forms.ModelChoiceField(Connection.objects.all(), required=False, label=_("Connection for chat"),
-                                             empty_label=_("— none: environment, local Ollama or offline —"))
+    chat_connection = forms.ModelChoiceField(
+        Connection.objects.all(), required=False, label=_("Connection for chat"), empty_label=_("— none —"),
+        help_text=_("With none: the server's environment if it sets an endpoint, else a local Ollama on its "
+                    "default port, else offline."))
     chat_model = forms.CharField(label=_("Chat model"), required=False, max_length=200)
     agent_model = forms.CharField(label=_("Card agent model (empty: the chat model)"), required=False, max_length=200)
     embeddings = forms.ChoiceField(label=_("Embeddings for recall by meaning"), required=False, choices=[
@@ -43,7 +45,7 @@ class ChoiceForm(forms.Form):
         ("openai", _("A connection's embedding model")),
         ("off", _("Off: recall by words only")),
     ])
-    embedding_connection = forms.ModelChoiceField(Connection.objects.all(), required=False,
+    embedding_connection = forms.ModelChoiceField(Connection.objects.all(), required=False, empty_label=_("— none —"),
                                                   label=_("Connection for embeddings"))
     embedding_model = forms.CharField(label=_("Embedding model"), required=False, max_length=200,
                                       help_text=_("Its name as the connection lists it, e.g. nomic-embed-text. "
