@@ -16,7 +16,9 @@ from urllib.parse import quote
 from django.conf import settings
 from django.core.files.storage import storages
 from django.db import connections
+from django.tasks import task_backends
 
+from previously.task_backend import ThreadPoolBackend
 from previously.tunables import TUNABLES
 
 # What a child must see as this process does; every other setting comes from the environment.
@@ -34,9 +36,17 @@ def database_url(alias: str = "default") -> str:
     return f"sqlite:///{db['NAME']}"
 
 
-def run(command: str, payload: dict) -> subprocess.CompletedProcess:
+def beside_server() -> bool:
+    """Whether heavy work should go to a child: in the embedded set-up, where tasks run on the
+    server's own threads (previously.task_backend), requests and tasks share the server's GIL.
+    Elsewhere (the `db` backend's worker is a process of its own; the test suite's immediate
+    backend runs in the test's own transaction, which a child could not see) it runs in place."""
+    return isinstance(task_backends["default"], ThreadPoolBackend)
+
+
+def run(command: str, payload: dict, *, answer: bool = False) -> subprocess.CompletedProcess:
     """Run `manage.py COMMAND` to its end with `payload`; its exit code and the tail of its
-    output come back (stdout is the command's own; nothing is read from it here)."""
+    error output come back, and with `answer` what it wrote (else its output is dropped)."""
     carried = {name: str(value) if name == "MEDIA_ROOT" else value
                for name in CARRIED if (value := getattr(settings, name, None)) is not None}
     env = dict(os.environ, DATABASE_URL=database_url(),
@@ -44,7 +54,7 @@ def run(command: str, payload: dict) -> subprocess.CompletedProcess:
     done = subprocess.run(
         [sys.executable, str(settings.BASE_DIR / "manage.py"), command],
         input=json.dumps({"payload": payload, "settings": carried}), env=env, cwd=settings.BASE_DIR,
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False,
+        stdout=subprocess.PIPE if answer else subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False,
     )
     done.stderr = (done.stderr or "")[-STDERR_KEPT:]
     return done

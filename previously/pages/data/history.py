@@ -18,9 +18,11 @@ the companion settings page's catch-up section (H3: its estimate and its button)
 knows the one pending and the one running import, so nobody else's token is ever read (P2).
 """
 
+import base64
 import json
 import logging
 import os
+import pickle
 import time
 from pathlib import Path
 
@@ -31,12 +33,13 @@ from django.core.files.storage import default_storage
 from django.db import DatabaseError
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
-from django.tasks import task, task_backends
+from django.tasks import task
+from django.utils.translation import get_language
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
 from memory.interop.character_card import CardRefused, import_character_card, looks_like_card
-from memory.interop.history import HistoryImport, Refused, apply
+from memory.interop.history import HistoryImport, Refused, Report, apply
 from memory.interop.history.detect import APP_NAMES
 from memory.interop.history.plan import Stage
 from memory.interop.history.shapes import APPS
@@ -52,7 +55,6 @@ from memory.models.archive import PROFILE_KEY_RE
 from previously import child
 from previously.agent import catch_up
 from previously.pages.current_profile import current_profile
-from previously.task_backend import ThreadPoolBackend
 
 log = logging.getLogger(__name__)
 PENDING = "history_import_pending"
@@ -118,8 +120,7 @@ def history_preview(request):
         return _card_preview(request, token, name, asked or None)
     key = asked or current_profile(request).key
     try:
-        with HistoryImport(preview_path(token), user=request.user, name=name, profile_key=key, fmt=fmt) as imp:
-            report = imp.preview()
+        report = _previewed(request, token, name, key, fmt)
     except Refused as exc:
         drop_preview(token)
         return _error(request, _("This file cannot be imported; nothing was written. %(reason)s") % {"reason": exc})
@@ -128,6 +129,29 @@ def history_preview(request):
         request, preview=report, total=report.total(), token=token, shown=report.conversations[:SHOWN],
         app_name=APP_NAMES[report.app],
     ))
+
+
+def preview_report(token: str, user, name: str, key: str, fmt: str) -> Report:
+    """The upload's preview: the whole file read and checked, nothing written; raises Refused."""
+    with HistoryImport(preview_path(token), user=user, name=name, profile_key=key, fmt=fmt) as imp:
+        return imp.preview()
+
+
+def _previewed(request, token: str, name: str, key: str, fmt: str) -> Report:
+    """`preview_report`, beside the server in a child process (`manage.py history_preview`,
+    previously/child.py) so reading a big file never holds the GIL other people's pages wait
+    for; elsewhere (a test), here. The child hands back the report, or its refusal, pickled."""
+    if not child.beside_server():
+        return preview_report(token, request.user, name, key, fmt)
+    done = child.run("history_preview", {"token": token, "user_id": request.user.pk, "name": name, "key": key,
+                                         "fmt": fmt, "language": get_language()}, answer=True)
+    if done.returncode != 0:
+        log.error("history preview %s: its process ended with %s: %s", token, done.returncode, done.stderr)
+        raise Refused(name, _("its process ended with code %(code)s") % {"code": done.returncode})
+    answer = pickle.loads(base64.b64decode(done.stdout))
+    if "refused" in answer:
+        raise Refused(**answer["refused"])
+    return answer["report"]
 
 
 def _card_preview(request, token: str, name: str, key: str | None):
@@ -206,7 +230,7 @@ def apply_history(token: str, user_id: int, profile_key: str, fmt: str, name: st
     Where tasks run on the server's own threads (the embedded default), the import runs in a
     child process (`manage.py history_apply`, previously/child.py), so its parsing never holds
     the GIL another person's page and socket wait for; elsewhere (a task worker, a test), here."""
-    if not isinstance(task_backends["default"], ThreadPoolBackend):
+    if not child.beside_server():
         return run_apply(token, user_id, profile_key, fmt, name)
     done = child.run("history_apply", {"token": token, "user_id": user_id, "profile_key": profile_key,
                                        "fmt": fmt, "name": name})

@@ -184,6 +184,28 @@ def test_beside_the_server_the_import_runs_in_a_child_process_s4(client_in, tmp_
 
 
 @pytest.mark.django_db(transaction=True)
+def test_beside_the_server_the_preview_is_read_in_a_child_process_s4(client_in, tmp_path, tasks_on_server_threads,
+                                                                     monkeypatch):
+    """The preview reads the whole file: beside the server that is a child's work too (this
+    process's reader made to fail), and the page shows what the child found, or its refusal
+    naming the file and the record."""
+    def not_here(*args, **kwargs):
+        raise AssertionError("the preview ran in the server's process")
+
+    monkeypatch.setattr(history, "preview_report", not_here)
+    html = upload(client_in, tmp_path).content.decode()
+    assert "chatgpt-export.zip: a ChatGPT export with 1 conversation." in html and "Trip to Hangzhou" in html
+    assert Message.objects.count() == 0
+    conv = s.chatgpt_conversation()
+    conv["mapping"]["root"]["parent"] = "a3"
+    path = s.chatgpt_zip(tmp_path / "loop.zip", [conv])
+    page = client_in.post(reverse("data_history_preview"),
+                          {"history": SimpleUploadedFile("loop.zip", path.read_bytes()), "profile": "owner"})
+    assert page.status_code == 400
+    assert "loop.zip:conversations.json[0] (c-1): the parents form a loop" in page.content.decode()
+
+
+@pytest.mark.django_db(transaction=True)
 def test_a_child_that_dies_is_reported_as_stopped_with_its_code(client_in, tmp_path, user, tasks_on_server_threads,
                                                                 monkeypatch):
     """A child that ends without saying how (killed, out of memory, a broken start: here a
