@@ -62,6 +62,11 @@ class LiveChatServer(ChannelsLiveServerTestCase):
         # server's list in over 3 s once; the settings page then shows a text box instead.
         cls._list_wait = settings.PREVIOUSLY_MODEL_LIST_SECONDS
         settings.PREVIOUSLY_MODEL_LIST_SECONDS = 20
+        # SQLite's rule: no open connection is carried across a fork. The server child would
+        # inherit this thread's (its event-loop thread runs as this one did), and two processes
+        # on one connection's locks and snapshot is how a test read none of the rows the server
+        # had just shown (test_chat_browser, once, in a full run). Both sides open their own.
+        connections.close_all()
         super().setUpClass()
 
     @classmethod
