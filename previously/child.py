@@ -32,7 +32,8 @@ def database_url(alias: str = "default") -> str:
     db = connections[alias].settings_dict
     if db["ENGINE"] == "django.db.backends.postgresql":
         auth = quote(db.get("USER") or "", safe="") + (f":{quote(db['PASSWORD'], safe='')}" if db.get("PASSWORD") else "")
-        return f"postgres://{auth}@{db.get('HOST') or 'localhost'}:{db.get('PORT') or 5432}/{quote(db['NAME'], safe='')}"
+        host = quote(db.get("HOST") or "localhost", safe="")  # a socket folder's slashes encoded
+        return f"postgres://{auth}@{host}:{db.get('PORT') or 5432}/{quote(db['NAME'], safe='')}"
     return f"sqlite:///{db['NAME']}"
 
 
@@ -53,7 +54,7 @@ def run(command: str, payload: dict, *, answer: bool = False) -> subprocess.Comp
                DJANGO_SETTINGS_MODULE=os.environ.get("DJANGO_SETTINGS_MODULE", "previously.settings"))
     done = subprocess.run(
         [sys.executable, str(settings.BASE_DIR / "manage.py"), command],
-        input=json.dumps({"payload": payload, "settings": carried}), env=env, cwd=settings.BASE_DIR,
+        input=json.dumps({"payload": payload, "settings": carried}, default=str), env=env, cwd=settings.BASE_DIR,
         stdout=subprocess.PIPE if answer else subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False,
     )
     done.stderr = (done.stderr or "")[-STDERR_KEPT:]
