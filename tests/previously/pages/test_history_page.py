@@ -62,12 +62,17 @@ def test_preview_then_apply_then_progress_shows_the_result(client_in, tmp_path, 
     assert 'id="history-done"' in poll.content.decode() and "<html" not in poll.content.decode()
 
 
-def test_refused_file_names_the_problem_and_keeps_nothing(client_in, tmp_path):
+def upload_loop(client_in, tmp_path):
+    """A ChatGPT export whose parents form a loop, uploaded for its preview."""
     conv = s.chatgpt_conversation()
     conv["mapping"]["root"]["parent"] = "a3"
     path = s.chatgpt_zip(tmp_path / "loop.zip", [conv])
-    page = client_in.post(reverse("data_history_preview"),
+    return client_in.post(reverse("data_history_preview"),
                           {"history": SimpleUploadedFile("loop.zip", path.read_bytes()), "profile": "owner"})
+
+
+def test_refused_file_names_the_problem_and_keeps_nothing(client_in, tmp_path):
+    page = upload_loop(client_in, tmp_path)
     assert page.status_code == 400
     assert "loop.zip:conversations.json[0] (c-1): the parents form a loop" in page.content.decode()
     assert "history_import_pending" not in client_in.session
@@ -196,11 +201,7 @@ def test_beside_the_server_the_preview_is_read_in_a_child_process_s4(client_in, 
     html = upload(client_in, tmp_path).content.decode()
     assert "chatgpt-export.zip: a ChatGPT export with 1 conversation." in html and "Trip to Hangzhou" in html
     assert Message.objects.count() == 0
-    conv = s.chatgpt_conversation()
-    conv["mapping"]["root"]["parent"] = "a3"
-    path = s.chatgpt_zip(tmp_path / "loop.zip", [conv])
-    page = client_in.post(reverse("data_history_preview"),
-                          {"history": SimpleUploadedFile("loop.zip", path.read_bytes()), "profile": "owner"})
+    page = upload_loop(client_in, tmp_path)
     assert page.status_code == 400
     assert "loop.zip:conversations.json[0] (c-1): the parents form a loop" in page.content.decode()
 
