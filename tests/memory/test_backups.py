@@ -9,7 +9,7 @@ from axes.models import AccessAttempt, AccessLog
 from django.contrib.sessions.backends.db import SessionStore
 from django.contrib.sessions.models import Session
 from django.core.management import CommandError, call_command
-from django.db import connection
+from django.db import connection, connections
 from django.template.defaultfilters import filesizeformat
 from django.urls import reverse
 from django.utils import timezone
@@ -49,6 +49,32 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 LINES = ["今天去了海边，风很大 🌊", "I finally finished the bridge chapter of my novel", "明天要早起去面试",
          "Mixed 中文 and English, with an emoji 😀", "My sister Ana moves to Lisbon in May"]
+
+
+@pytest.fixture(autouse=True)
+def scratch_database(tmp_path):
+    """On SQLite each test backs up and restores a scratch copy of the (empty) test database,
+    never the worker's own file: a restore rewrites every page of the file it is given, and the
+    worker's file outlives this test (its live servers, its later tests)."""
+    if connection.vendor != "sqlite":
+        yield
+        return
+    own = connection.settings_dict["NAME"]
+    scratch = tmp_path / "scratch.sqlite3"
+    source = sqlite3.connect(own)
+    target = sqlite3.connect(scratch)
+    try:
+        source.backup(target)
+    finally:
+        target.close()
+        source.close()
+    connections.close_all()
+    connection.settings_dict["NAME"] = str(scratch)
+    try:
+        yield
+    finally:
+        connections.close_all()
+        connection.settings_dict["NAME"] = own
 
 
 @pytest.fixture
