@@ -38,43 +38,61 @@ def fts_terms(profile_id: int, tokens: Iterable[str]) -> list[str]:
     return [prefix + t for t in tokens]
 
 
+@dataclass(frozen=True, slots=True)
+class Analysis:
+    """One line's index entry worked out in advance, so that a bulk import does this work
+    before its batch's transaction and holds SQLite's write lock for the writes alone (S4)."""
+
+    n_tokens: int
+    text: str  # RecallDocument.tokens
+    fts: str  # its FTS5 row (SQLite)
+    terms: frozenset[str]  # distinct, for the document frequencies
+
+
+def analysis(profile_id: int, tokens: list[str]) -> Analysis:
+    return Analysis(n_tokens=len(tokens), text=" ".join(tokens), fts=" ".join(fts_terms(profile_id, tokens)),
+                    terms=frozenset(tokens))
+
+
 def index_messages(
     messages: Iterable[Message],
     *,
     new: bool = False,
     embed: bool = False,
-    analysed: Mapping[int, list[str]] | None = None,
+    analysed: Mapping[int, Analysis] | None = None,
 ) -> int:
     """Add (or refresh) the live messages among `messages`; returns how many were indexed.
 
     `new=True` promises they were just created (never indexed), which saves a lookup on
     the archive write's hot path. `embed=True` also stores their sentence vectors in this
     transaction (the chat's write path); bulk loads leave that to `manage.py embed_backfill`.
-    `analysed`: message pk -> `tokenize(content)` already computed (a bulk import analyses
-    its lines beside its inserts); a message not in it is analysed here."""
+    `analysed`: message pk -> its `analysis()`, worked out already (a bulk import does it
+    before its transaction); a message not in it is analysed here."""
     live = sorted((m for m in messages if m.deleted_at is None), key=lambda m: (m.created_at, m.pk))
     if not live:
         return 0
     kept_pos = {} if new else {mid: pos for mid, (_, pos) in _remove([m.pk for m in live]).items()}  # same place
     analysed = analysed or {}
-    tokens = {m.pk: analysed[m.pk] if m.pk in analysed else tokenize(m.content) for m in live}
+    entry = {m.pk: analysed.get(m.pk) or analysis(m.profile_id, tokenize(m.content)) for m in live}
     by_profile: dict[int, list[Message]] = defaultdict(list)
     for m in live:
         by_profile[m.profile_id].append(m)
     docs = []
     for profile_id, msgs in by_profile.items():
         fresh = [m for m in msgs if m.pk not in kept_pos]
-        n_tokens = sum(len(tokens[m.pk]) for m in msgs)
+        n_tokens = sum(entry[m.pk].n_tokens for m in msgs)
         next_pos = _bump_stats(profile_id, docs=len(msgs), tokens=n_tokens, positions=len(fresh))
         pos = dict(kept_pos)
         pos.update({m.pk: next_pos - len(fresh) + i for i, m in enumerate(fresh)})
         # Rows as tuples, not RecallDocument instances: a bulk import indexes tens of thousands.
         docs.extend(
-            (m.pk, profile_id, " ".join(tokens[m.pk]), pos[m.pk], m.slice_id, m.speaker,
+            (m.pk, profile_id, entry[m.pk].text, pos[m.pk], m.slice_id, m.speaker,
              m.local_day_key or m.created_at.date().isoformat())
             for m in msgs
         )
-        df = Counter(t for m in msgs for t in set(tokens[m.pk]))
+        df = Counter()
+        for m in msgs:
+            df.update(entry[m.pk].terms)
         _bump_terms(profile_id, df, +1)
     with connection.cursor() as cursor:
         # Plain SQL rather than bulk_create: this runs on every archive write (BENCH §2).
@@ -86,7 +104,7 @@ def index_messages(
         if connection.vendor == "sqlite":
             cursor.executemany(
                 "INSERT INTO memory_recall_fts(rowid, terms) VALUES (%s, %s)",
-                [(pk, " ".join(fts_terms(profile_id, tokens[pk]))) for pk, profile_id, *_ in docs],
+                [(d[0], entry[d[0]].fts) for d in docs],
             )
     if embed:
         vectors.embed_and_store(live)

@@ -53,7 +53,7 @@ from memory.interop.history.report import Report
 from memory.interop.history.shapes import InlineImage, Skip
 from memory.interop.legacy.rows import MessageRow
 from memory.models import Message, Profile, Slice
-from memory.recall.index import index_messages, optimize_index
+from memory.recall.index import Analysis, analysis, index_messages, optimize_index
 from memory.recall.tokenize import tokenize
 
 GC_THRESHOLD = 100_000  # allocations between two young-generation collections while importing
@@ -157,12 +157,15 @@ class _Writer:
             return
         batch, self.rows, self.inline_bytes = self.rows, [], 0
         attachments, written = self._images(batch)
-        # Analysed for recall before the transaction: SQLite's write lock is held for the writes alone.
-        analysed = {row.mid: tokenize(row.text) for row, _seg, _p in batch if not row.alternative}
+        # The rows and their recall entries are made before the transaction: SQLite's write
+        # lock is held for the writes alone (S4; it was 0.2 s a batch, and another person's
+        # line waited that long for each of its writes, BENCH §5).
+        rows = self._rows(batch, attachments)
+        analysed = {r.mid: analysis(self.profile.pk, tokenize(r.content)) for r, _seg in rows if r.deleted_at is None}
         began = time.monotonic()
         try:
             with transaction.atomic():
-                self._write(batch, attachments, analysed)
+                self._write(batch, rows, analysed)
         except BaseException:
             remove_files(written)
             raise
@@ -198,23 +201,30 @@ class _Writer:
             raise ImageRefused("too large", status=413)
         return self.imp.source.read_member(image), image
 
-    def _write(self, batch, attachments: dict[str, dict], analysed: dict[str, list[str]]) -> None:
+    def _rows(self, batch, attachments: dict[str, dict]) -> list[tuple[MessageRow, _Segment]]:
+        """The batch's memory_message rows, with their segment (whose slice may not exist yet)."""
         now = timezone.now()
-        self._open_slices(batch)
         rows = []
         for row, seg, _planned in batch:
             attachment = attachments.get(row.mid)
             if row.image and attachment is None and not row.text:
                 continue  # an image we could not take, with no words beside it
             clock = local_clock(row.at, self.tz_name)
-            rows.append(MessageRow(
+            rows.append((MessageRow(
                 mid=row.mid, speaker=row.speaker, content=row.text, created_at=row.at, legacy_key="",
                 content_hash=content_hash(self.profile.key, row.text), legacy_extra={},
                 message_type=Message.Type.IMAGE if attachment else Message.Type.TEXT,
                 local_day_key=clock.day_key, local_hour=clock.hour, period=clock.period, tz=clock.tz_name,
                 source_id=self.imp.app, deleted_at=now if row.alternative else None, attachment=attachment,
-                profile_id=self.profile.pk, slice_id=seg.slice_id,
-            ))
+                profile_id=self.profile.pk,
+            ), seg))
+        return rows
+
+    def _write(self, batch, made: list[tuple[MessageRow, _Segment]], analysed: dict[str, Analysis]) -> None:
+        self._open_slices(batch)
+        for r, seg in made:
+            r.slice_id = seg.slice_id
+        rows = [r for r, _seg in made]
         insert_rows(Message, rows)
         mids = [r.mid for r in rows]
         pks = dict(Message.objects.filter(profile=self.profile, mid__in=mids).values_list("mid", "pk"))
@@ -229,7 +239,7 @@ class _Writer:
         for r in rows:
             r.pk = pks[r.mid]
         index_messages([r for r in rows if r.deleted_at is None], new=True,
-                       analysed={pks[mid]: tokens for mid, tokens in analysed.items() if mid in pks})
+                       analysed={pks[mid]: entry for mid, entry in analysed.items() if mid in pks})
         self.report.written += len(rows)
 
     def _open_slices(self, batch) -> None:

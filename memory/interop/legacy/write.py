@@ -28,7 +28,7 @@ from memory.models import (
     Slice,
     Tombstone,
 )
-from memory.recall.index import index_messages, optimize_index
+from memory.recall.index import analysis, index_messages, optimize_index
 
 BATCH = 1000
 # Messages handed to the recall index at a time: its tokens and rows for the whole import at
@@ -99,8 +99,8 @@ def index_imported(batches: list[list], *, tokens: Iterator[list[list[str]]] | N
     for batch in batches:
         analysed = None
         if tokens is not None:
-            live = [m.pk for m in batch if m.deleted_at is None]
-            analysed = dict(zip(live, next(tokens), strict=True))
+            live = [m for m in batch if m.deleted_at is None]
+            analysed = {m.pk: analysis(m.profile_id, toks) for m, toks in zip(live, next(tokens), strict=True)}
         index_messages(batch, new=True, analysed=analysed)
     if batches:
         optimize_index()
