@@ -303,14 +303,15 @@ class ChatConsumer(AsyncWebsocketConsumer):
         keeper = asyncio.create_task(guard.keep_turn(self.profile, renew_turn))
         released = False
 
-        async def release() -> None:
+        async def release(freed: bool = False) -> None:
             nonlocal released
             if not released:
                 released = True
                 keeper.cancel()
                 guard.Running.finish(self.profile.pk, stop)
                 try:
-                    await release_turn(self.profile)
+                    if not freed:  # else the reply's own transaction let go of the lease
+                        await release_turn(self.profile)
                 finally:
                     over.set()  # a line waiting behind this turn may take the profile now
 

@@ -115,15 +115,24 @@ class Running:
 # The turn's early release (set by the consumer for the task running the turn): called by the
 # turn once its reply is archived, before the final frame is sent, so the person's next line is
 # never refused while the after-reply work (the turn analyzer's model call, K10) still runs.
-_on_archived: ContextVar[Callable[[], Awaitable[None]] | None] = ContextVar("turn_on_archived", default=None)
+# `freed`: the reply's own transaction already let go of the lease (`ends_with_reply`), so the
+# callback has no write of its own to make: a turn waits once less for SQLite's write lock
+# while another person's import or delete holds it (S4, BENCH §5).
+_on_archived: ContextVar[Callable[[bool], Awaitable[None]] | None] = ContextVar("turn_on_archived", default=None)
 
 
-def set_on_archived(callback: Callable[[], Awaitable[None]]):
+def set_on_archived(callback: Callable[[bool], Awaitable[None]]):
     return _on_archived.set(callback)
 
 
-async def reply_archived() -> None:
+def ends_with_reply() -> bool:
+    """True when this turn's lease is the consumer's to end, so the reply's transaction may
+    release it (`release_turn`) as the reply is saved; a background turn keeps its own."""
+    return _on_archived.get() is not None
+
+
+async def reply_archived(*, freed: bool = False) -> None:
     callback = _on_archived.get()
     if callback is not None:
         _on_archived.set(None)
-        await callback()
+        await callback(freed)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from asgiref.sync import async_to_sync
+from django.db import transaction
 from django.tasks import task
 from django.template.loader import render_to_string
 from django.utils import timezone
@@ -283,18 +284,23 @@ def prompt_trace(
 
 def store_reply(
     profile: Profile, user_message: Message, *, mid: str, raw: str, content: str, favs: list[str],
-    status: str, message_type: str = Message.Type.TEXT, trace: dict | None = None,
+    status: str, message_type: str = Message.Type.TEXT, trace: dict | None = None, end_turn: bool = False,
 ) -> tuple[Message, list[Highlight]]:
     """Archive the cleaned reply and act on its [[fav:]] markers (A5, C2); link it to its user
-    line (U2) with its prompt trace (U4)."""
-    reply = archive_message(
-        profile=profile, mid=mid, speaker=Message.Speaker.ASSISTANT, content=content,
-        raw_content=raw if raw != content else "", status=status, message_type=message_type,
-        tz=user_message.tz or None,
-    ).message
-    if user_message.pk:
-        Message.objects.filter(pk=reply.pk).update(reply_of=user_message, prompt_trace=trace)
-        reply.reply_of_id, reply.prompt_trace = user_message.pk, trace
+    line (U2) with its prompt trace (U4). One transaction, so one wait for SQLite's write lock;
+    with `end_turn` it also releases the profile's turn lease (S3: the lease ends when the reply
+    is saved)."""
+    with transaction.atomic():
+        reply = archive_message(
+            profile=profile, mid=mid, speaker=Message.Speaker.ASSISTANT, content=content,
+            raw_content=raw if raw != content else "", status=status, message_type=message_type,
+            tz=user_message.tz or None,
+        ).message
+        if user_message.pk:
+            Message.objects.filter(pk=reply.pk).update(reply_of=user_message, prompt_trace=trace)
+            reply.reply_of_id, reply.prompt_trace = user_message.pk, trace
+        if end_turn:
+            guard.release_turn(profile)
     highlights = []
     if favs:
         conversation = list(
@@ -721,10 +727,11 @@ async def reply_to(
         await markdown.warm([content])  # issue 24 point 4: rendered off the loop
         await send(render_message(reply, lang=lang, oob=f"outerHTML:#reply-{umid}", notice="pending", reply_to=umid, error=error))
         return reply
+    ending = guard.ends_with_reply()
     try:
         reply, _ = await db_call(store_reply)(
             prepared.profile, user_message, mid=mid, raw=made.raw, content=content, favs=made.favs,
-            status=status, message_type=kind, trace=prepared.trace,
+            status=status, message_type=kind, trace=prepared.trace, end_turn=ending,
         )
     except Exception:
         # A3: the reply is still delivered, with a visible notice.
@@ -733,7 +740,7 @@ async def reply_to(
         note = "unsaved"
     if reply.pk:
         await db_call(mark_alternatives)([reply])
-    await guard.reply_archived()  # S3: the profile may start its next turn now
+    await guard.reply_archived(freed=ending and reply.pk is not None)  # S3: the profile may start its next turn now
     await markdown.warm([content])  # issue 24 point 4: rendered off the loop
     await send(render_message(reply, profile=profile, lang=lang, oob=f"outerHTML:#reply-{umid}", notice=note, reply_to=umid, error=error))
     if not error and not stopped:

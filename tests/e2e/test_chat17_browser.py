@@ -54,7 +54,12 @@ class Chat17Server(LiveChatServer):
         page.fill("#id_username", name)
         page.fill("#id_password", f"pw-{name}-12345")
         page.click("main button[type=submit]")
-        page.wait_for_selector("#composer-text")
+        try:
+            page.wait_for_selector("#composer-text")
+        except Exception as error:
+            # Once in a full run the chat never came (load ~5): say what the page showed instead.
+            raise AssertionError(f"{name} was not let in: at {page.url}, the page said "
+                                 f"{page.inner_text('body')[:600]!r}") from error
         page.wait_for_function("() => window.htmx && document.querySelector('[ws-connect]')")
         page.wait_for_timeout(400)  # let the socket open
 

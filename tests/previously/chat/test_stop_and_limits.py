@@ -136,6 +136,48 @@ async def test_a_line_sent_as_the_reply_text_completes_is_answered_not_refused(c
     assert [r[1] for r in await rows(profile)] == ["first", "the whole reply", "second, at once", "and the next"]
 
 
+async def test_the_reply_is_saved_and_the_lease_let_go_in_one_write_s3_s4(connect, user, profile, llm_server, llm_provider,
+                                                                           monkeypatch):
+    """BENCH §5: while another person's import holds SQLite's write lock in batches, each write
+    transaction of a turn waits for one. The reply, its link to the user line and the end of the
+    lease are one transaction: the consumer makes no release write of its own after it."""
+    releases = []
+
+    async def counted(profile):
+        releases.append(profile.pk)
+        await database_sync_to_async(guard.release_turn)(profile)
+
+    monkeypatch.setattr(consumers, "release_turn", counted)
+    llm_server.script(Turn(chunks=["saved ", "at once"]))
+    chat = await connect(user)
+    await chat.send("one write please", mid=new_mid(1))
+    await chat.frames_until_reply()
+    assert await lease(profile) is None and releases == []
+    user_line, reply = await database_sync_to_async(
+        lambda: list(Message.objects.for_profile(profile).order_by("created_at", "id")))()
+    assert reply.reply_of_id == user_line.pk and reply.prompt_trace
+
+
+def test_a_reply_that_cannot_be_saved_keeps_the_lease_for_the_consumer_to_end_s3(profile, monkeypatch):
+    """The same transaction: when the reply's archive write fails, the lease is not let go
+    with it (the consumer's own release, after the turn, still ends it)."""
+    assert guard.take_turn(profile)
+    said = turn.archive_message(profile=profile, mid=new_mid(1), speaker="user", content="hello 🙂").message
+
+    def refused(**kwargs):
+        raise RuntimeError("disk full")
+
+    monkeypatch.setattr(turn, "archive_message", refused)
+    with pytest.raises(RuntimeError):
+        turn.store_reply(profile, said, mid="a_1800000000000_abc1", raw="hi", content="hi", favs=[], status="complete",
+                         end_turn=True)
+    assert Profile.objects.get(pk=profile.pk).turn_until is not None
+    monkeypatch.undo()
+    turn.store_reply(profile, said, mid="a_1800000000000_abc1", raw="hi", content="hi", favs=[], status="complete",
+                     end_turn=True)
+    assert Profile.objects.get(pk=profile.pk).turn_until is None
+
+
 async def test_a_crashed_process_lease_runs_out(profile):
     await database_sync_to_async(Profile.objects.filter(pk=profile.pk).update)(turn_until=timezone.now() + timedelta(minutes=1))
     assert not await database_sync_to_async(guard.take_turn)(profile)
