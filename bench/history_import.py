@@ -38,6 +38,7 @@ from pathlib import Path
 
 from bench.import_upload import post_form, preview_token, session_cookie, upload
 from bench.machine import load_numbers
+from bench.stack import PRODUCTION_OVER_HTTP
 from tests.hostile.server import Probe, SocketProbe, get, rss_bytes, start
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -247,7 +248,7 @@ def _child(phase: str, path: Path, db_dir: Path) -> dict:
 def live(path: Path, work: Path) -> dict:
     """The import as a person makes it, on the data page of a live server, with another person's
     chat page fetched meanwhile (BENCH §5's "another person's chat stays responsive")."""
-    stack = start(work)
+    stack = start(work, env=PRODUCTION_OVER_HTTP)  # as `make bench` runs it, and as production does
     try:
         port, pid = stack.ports[0], stack.procs[0].pid
         bystander, importer = session_cookie(stack, "bystander"), session_cookie(stack, "importer")

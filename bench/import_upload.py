@@ -27,6 +27,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from bench.machine import load_average
+from bench.stack import PRODUCTION_OVER_HTTP
 from tests.hostile.server import REQUEST_TIMEOUT, Probe, rss_bytes, send_body, start
 
 MB = 1024 * 1024
@@ -224,7 +225,7 @@ def pending_after_logins(stack, port: int, export: Path) -> dict:
 def run(records: int = 1_000_000, anonymous_too: bool = True) -> dict:
     with tempfile.TemporaryDirectory(prefix="bench-import-upload-") as tmp:
         work = Path(tmp)
-        stack = start(work)
+        stack = start(work, env=PRODUCTION_OVER_HTTP)  # as `make bench` runs it, and as production does
         try:
             port, pid = stack.ports[0], stack.procs[0].pid
             bystander, uploader = session_cookie(stack, "bystander"), session_cookie(stack, "uploader")

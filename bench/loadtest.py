@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.machine import load_average  # noqa: E402
-from bench.stack import Stack  # noqa: E402
+from bench.stack import PRODUCTION_OVER_HTTP, Stack  # noqa: E402
 from tests.webclient import WebClient  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
@@ -211,8 +211,7 @@ def scenario(name: str, *, n: int, turns: int, processes: int, database_url: str
                           log_dir=str(Path(log_dir, name)) if log_dir else None,
                           env={"PREVIOUSLY_LLM_BASE_URL": model.base_url, "PREVIOUSLY_LLM_MODEL": "m",
                                "PREVIOUSLY_TURN_ANALYZER_MODEL": "0", "PREVIOUSLY_LOG_LEVEL": "WARNING",
-                               # production settings, but plain http: loopback has no TLS proxy
-                               "DJANGO_DEBUG": "0", "DJANGO_SECURE_SSL_REDIRECT": "0", "DJANGO_SECURE_COOKIES": "0"})
+                               **PRODUCTION_OVER_HTTP})
             stack.migrate()
             stack.manage("shell", "-c", SETUP.format(n=max(n, evolutions)))
             with stack:
