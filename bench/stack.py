@@ -18,10 +18,10 @@ from contextlib import closing
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-# Migrated empty SQLite databases, one per state of the migrations (`migrated_sqlite`).
 # A server with production settings over plain http (loopback has no TLS proxy): no per-query
 # logging, and the session cookie still sent to http://127.0.0.1, so a socket can sign in.
 PRODUCTION_OVER_HTTP = {"DJANGO_DEBUG": "0", "DJANGO_SECURE_SSL_REDIRECT": "0", "DJANGO_SECURE_COOKIES": "0"}
+# Migrated empty SQLite databases, one per state of the migrations (`migrated_sqlite`).
 TEMPLATES = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "previously" / "migrated"
 
 

@@ -158,8 +158,8 @@ class _Writer:
         batch, self.rows, self.inline_bytes = self.rows, [], 0
         attachments, written = self._images(batch)
         # The rows and their recall entries are made before the transaction: SQLite's write
-        # lock is held for the writes alone (S4; it was 0.2 s a batch, and another person's
-        # line waited that long for each of its writes, BENCH §5).
+        # lock is held for the writes alone, and another person's writes wait for each batch's
+        # (S4, BENCH §5).
         rows = self._rows(batch, attachments)
         analysed = {r.mid: analysis(self.profile.pk, tokenize(r.content)) for r, _seg in rows if r.deleted_at is None}
         began = time.monotonic()

@@ -158,24 +158,28 @@ async def test_the_reply_is_saved_and_the_lease_let_go_in_one_write_s3_s4(connec
     assert reply.reply_of_id == user_line.pk and reply.prompt_trace
 
 
-def test_a_reply_that_cannot_be_saved_keeps_the_lease_for_the_consumer_to_end_s3(profile, monkeypatch):
-    """The same transaction: when the reply's archive write fails, the lease is not let go
-    with it (the consumer's own release, after the turn, still ends it)."""
+def test_the_reply_and_the_end_of_the_lease_commit_or_roll_back_together_s3(profile, monkeypatch):
+    """One transaction: when the write fails as the lease is let go, the reply is not kept
+    either and the lease stays held (the consumer's own release, after the turn, ends it)."""
     assert guard.take_turn(profile)
     said = turn.archive_message(profile=profile, mid=new_mid(1), speaker="user", content="hello 🙂").message
+    release = guard.release_turn
 
-    def refused(**kwargs):
+    def released_then_failed(profile):
+        release(profile)
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(turn, "archive_message", refused)
+    monkeypatch.setattr(guard, "release_turn", released_then_failed)
     with pytest.raises(RuntimeError):
         turn.store_reply(profile, said, mid="a_1800000000000_abc1", raw="hi", content="hi", favs=[], status="complete",
                          end_turn=True)
     assert Profile.objects.get(pk=profile.pk).turn_until is not None
+    assert not Message.objects.filter(mid="a_1800000000000_abc1").exists()
     monkeypatch.undo()
     turn.store_reply(profile, said, mid="a_1800000000000_abc1", raw="hi", content="hi", favs=[], status="complete",
                      end_turn=True)
     assert Profile.objects.get(pk=profile.pk).turn_until is None
+    assert Message.objects.get(mid="a_1800000000000_abc1").reply_of_id == said.pk
 
 
 async def test_a_crashed_process_lease_runs_out(profile):
