@@ -3,12 +3,14 @@ screenshots at 1280 and 390 px under var/test-artifacts/ (chat17-<point>-<lang>-
 Markdown replies (U1), stop (U2), regenerate (U2), edit and resend (U2), why this reply (U4),
 guardrails: a busy companion and the login lock-out (S3). The page's CSP reports nothing."""
 
+import sqlite3
 import time
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from django.conf import settings
+from django.db import connection
 
 from memory.archive import archive_message
 from memory.models import Message, Profile
@@ -57,11 +59,28 @@ class Chat17Server(LiveChatServer):
         try:
             page.wait_for_selector("#composer-text")
         except Exception as error:
-            # Once in a full run the chat never came (load ~5): say what the page showed instead.
+            # Now and then in a full run the chat never came: the server said "Please enter a
+            # correct username and password" for a user this process had just made. Say which
+            # side missed the row: this connection's transaction state, and whether a fresh
+            # connection to the same file sees the user.
             raise AssertionError(f"{name} was not let in: at {page.url}, the page said "
-                                 f"{page.inner_text('body')[:600]!r}") from error
+                                 f"{page.inner_text('body')[:600]!r}; {self.row_visibility(name)}") from error
         page.wait_for_function("() => window.htmx && document.querySelector('[ws-connect]')")
         page.wait_for_timeout(400)  # let the socket open
+
+    @staticmethod
+    def row_visibility(name: str) -> str:
+        said = f"test process: in_atomic_block={connection.in_atomic_block}"
+        if connection.vendor == "sqlite":
+            raw = connection.connection
+            said += f", sqlite in_transaction={raw.in_transaction if raw else None}"
+            fresh = sqlite3.connect(connection.settings_dict["NAME"])
+            try:
+                seen = fresh.execute("SELECT count(*) FROM auth_user WHERE username = ?", [name]).fetchone()[0]
+            finally:
+                fresh.close()
+            said += f", a fresh connection sees the user: {bool(seen)} (file {connection.settings_dict['NAME']})"
+        return said
 
     def shot(self, page, name: str, lang: str, *, prefix: str = "chat17"):
         ARTIFACTS.mkdir(parents=True, exist_ok=True)
