@@ -9,7 +9,7 @@ wait behind another's (BENCH §4). `PREVIOUSLY_DB_THREADS` sizes the pool.
 """
 
 import os
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 
 from channels.db import database_sync_to_async
 from django.conf import settings
@@ -29,25 +29,35 @@ def _new_pool() -> ThreadPoolExecutor:
     )
 
 
-_POOL = _new_pool()
+class _ThisProcessPool(Executor):
+    """The pool of the process making the call, looked up at each call. `db_call` wraps functions
+    at import, so the executor it hands over outlives a fork: a forked process (a test's live
+    server) keeps none of the parent's pool threads while the pool's idle count says they wait,
+    and the parent's pool object would take its calls and never run them."""
+
+    def __init__(self):
+        self._pool = _new_pool()
+        os.register_at_fork(after_in_child=self._after_fork_in_child)
+
+    def _after_fork_in_child(self) -> None:
+        self._pool = _new_pool()
+        _opened.clear()
+
+    def submit(self, fn, /, *args, **kwargs):
+        return self._pool.submit(fn, *args, **kwargs)
+
+    def shutdown(self, wait=True, *, cancel_futures=False):
+        self._pool.shutdown(wait, cancel_futures=cancel_futures)
 
 
-def _after_fork_in_child() -> None:
-    """A forked process (a test's live server) keeps none of the parent's pool threads, while the
-    pool object says they exist: its calls would wait forever. It gets a pool of its own."""
-    global _POOL
-    _POOL = _new_pool()
-    _opened.clear()
-
-
-os.register_at_fork(after_in_child=_after_fork_in_child)
+POOL = _ThisProcessPool()
 
 
 def db_call(func):
     """`func` as a coroutine function run in a database thread (see the module docstring)."""
     if connection.vendor == "sqlite":
         return database_sync_to_async(func)
-    return database_sync_to_async(func, thread_sensitive=False, executor=_POOL)
+    return database_sync_to_async(func, thread_sensitive=False, executor=POOL)
 
 
 def close_connections() -> None:
