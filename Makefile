@@ -11,7 +11,7 @@ LOCK := requirements/lock.txt
 REALMODEL_LOCK := requirements/realmodel.txt
 LOCK_VENV := .venv-lock
 
-.PHONY: install lock run test bench lint migrate clean scale loadtest faults hostile realmodel
+.PHONY: install lock run test shots bench lint migrate clean scale loadtest faults hostile realmodel
 
 # Find a Python >= 3.12: python3.12/python3.13 on PATH (3.12 first: the lock is made there),
 # then pyenv's versions.
@@ -75,6 +75,11 @@ run: migrate
 TEST_WORKERS ?= auto
 test: install
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope $(PYTEST_ARGS)
+
+# The browser tests with their screenshots, for a person to look at (var/test-artifacts/):
+# `make test` leaves them out, as no assertion reads them (tests/e2e/live.py's shot()).
+shots: install
+	PREVIOUSLY_TEST_SHOTS=1 $(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope tests/e2e $(PYTEST_ARGS)
 
 # Benchmarks (BENCH.md): scratch SQLite DB, results in bench/results/ (SUMMARY.md, *.json, *.png).
 # matplotlib (the bench extra) is in the lock, so `make install` has it.

@@ -1,6 +1,7 @@
 """The live-server set-up every browser journey shares: Daphne in a child process (Channels'
 ChannelsLiveServerTestCase) talking to a local OpenAI-compatible server."""
 
+import os
 from pathlib import Path
 
 from channels.testing import ChannelsLiveServerTestCase
@@ -8,6 +9,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.hashers import PBKDF2PasswordHasher
 from django.db import connections
+from playwright.sync_api import Locator
 
 from previously.llm import reset_provider
 from previously.llm.openai_compat import OpenAICompatible
@@ -19,6 +21,20 @@ ARTIFACTS = Path(settings.BASE_DIR) / "var" / "test-artifacts"
 WIDTHS = (1280, 390)
 LANGS = (("en", "en-GB"), ("zh", "zh-CN"))
 THEMES = ("light", "dark")
+# No assertion reads a screenshot, and taking them was about 30 % of a browser test's time
+# (issue 25 point 4), so the suite takes them only when asked: `make shots` sets this.
+SHOTS = os.environ.get("PREVIOUSLY_TEST_SHOTS") == "1"
+
+
+def shot(target, name: str, **options) -> None:
+    """Save a screenshot of `target` (a page or a locator) as ARTIFACTS/<name>.png when shots are
+    asked for. A locator is waited for either way, so a test that shoots an element still
+    fails when the element never shows."""
+    if isinstance(target, Locator):
+        target.wait_for()
+    if SHOTS:
+        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        target.screenshot(path=str(ARTIFACTS / f"{name}.png"), **options)
 
 
 def log_in(page, base_url: str, username: str, password: str, *, submit: str = "button[type=submit]") -> None:

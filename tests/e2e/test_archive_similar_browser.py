@@ -3,17 +3,14 @@ search finds its exact match and, beside it, a Chinese line that means the same.
 at 1280 and 390 px, English and Chinese, light and dark, in var/test-artifacts/."""
 
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
-from django.conf import settings
 
 from memory.archive import archive_message
 from memory.models import Profile
 from tests.e2e.conftest import CHROMIUM_ARGS, chromium_path
-from tests.e2e.live import LiveChatServer
+from tests.e2e.live import LiveChatServer, shot
 
-ARTIFACTS = Path(settings.BASE_DIR) / "var" / "test-artifacts"
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 
 
@@ -30,7 +27,6 @@ class ArchiveSimilarMeaningInTheBrowser(LiveChatServer):
         for n, text in enumerate(lines, start=1):
             archive_message(profile=profile, mid=f"c_{n:016x}", speaker="user", content=text,
                             created_at=T0 + timedelta(minutes=n), tz="UTC")
-        ARTIFACTS.mkdir(parents=True, exist_ok=True)
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
             for lang, width, scheme in [("en-GB", 1280, "light"), ("en-GB", 390, "dark"),
@@ -45,6 +41,6 @@ class ArchiveSimilarMeaningInTheBrowser(LiveChatServer):
                 expect(page.locator("#hit-c_0000000000000001")).to_be_visible()
                 expect(page.locator("#similar-c_0000000000000002")).to_contain_text("我的猫今天生病了")
                 expect(page.locator("ol.similar")).not_to_contain_text("batteries")
-                page.screenshot(path=str(ARTIFACTS / f"archive-similar-{lang}-{width}-{scheme}.png"), full_page=True)
+                shot(page, f"archive-similar-{lang}-{width}-{scheme}", full_page=True)
                 page.close()
             browser.close()

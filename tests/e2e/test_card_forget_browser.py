@@ -4,10 +4,8 @@ drop that card line too (K16, D6, D7). Screenshots of the card page and the dele
 confirmation at 1280 and 390 px, English and Chinese, land in var/test-artifacts/."""
 
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
-from django.conf import settings
 
 from memory.card import parse, render
 from memory.card.format import Card as ParsedCard
@@ -15,10 +13,9 @@ from memory.card.format import Fact, IdentityLine, NowItem
 from memory.card.store import snapshot_slice
 from memory.models import Card, EvolutionRun, Message, Profile, Slice, Tombstone
 from tests.e2e.conftest import CHROMIUM_ARGS, chromium_path
-from tests.e2e.live import LiveChatServer, log_in
+from tests.e2e.live import LiveChatServer, log_in, shot
 from tests.factories import MessageFactory, SliceFactory
 
-ARTIFACTS = Path(settings.BASE_DIR) / "var" / "test-artifacts"
 AT = datetime(2026, 8, 17, 5, 15, tzinfo=UTC)
 REF = "2026/08/17/0515"
 SAID = "I adopted a cat named Tofu last spring, she sleeps on my keyboard 🐱"
@@ -47,7 +44,6 @@ class CardAndForgetInTheBrowser(LiveChatServer):
     def test_edit_remove_restore_then_forget_with_the_card_line(self):
         from playwright.sync_api import expect, sync_playwright
 
-        ARTIFACTS.mkdir(parents=True, exist_ok=True)
         url = self.live_server_url
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
@@ -56,7 +52,7 @@ class CardAndForgetInTheBrowser(LiveChatServer):
 
             # Edit a line: it keeps its place and now cites the person.
             page.goto(f"{url}/card/")
-            page.screenshot(path=str(ARTIFACTS / "card-1280-en.png"), full_page=True)
+            shot(page, "card-1280-en", full_page=True)
             lyon = page.locator("#previously-on .card-section li").filter(has_text="Moved to Lyon in 2026")
             lyon.locator("summary").click()
             lyon.locator("input[name=text]").fill("Moved to Lyon in 2025")
@@ -85,9 +81,9 @@ class CardAndForgetInTheBrowser(LiveChatServer):
                 other = browser.new_page(viewport={"width": width, "height": 900}, locale=locale)
                 other.context.add_cookies(cookies)
                 other.goto(f"{url}/card/")
-                other.screenshot(path=str(ARTIFACTS / f"card-{tag}.png"), full_page=True)
+                shot(other, f"card-{tag}", full_page=True)
                 self._open_confirmation(other, expect)
-                other.locator(f"#actions-{self.said.mid}").screenshot(path=str(ARTIFACTS / f"delete-confirm-{tag}.png"))
+                shot(other.locator(f"#actions-{self.said.mid}"), f"delete-confirm-{tag}")
                 other.close()
 
             # Delete the line for good, choosing to drop the card line that cites its conversation.
@@ -95,7 +91,7 @@ class CardAndForgetInTheBrowser(LiveChatServer):
             box = page.locator(f"#actions-{self.said.mid}")
             expect(box).to_contain_text("Has a cat called Tofu")
             expect(box).to_contain_text("Replies of the companion that quote it")
-            box.screenshot(path=str(ARTIFACTS / "delete-confirm-1280-en.png"))
+            shot(box, "delete-confirm-1280-en")
             box.locator("label").filter(has_text="Has a cat called Tofu").locator("input[type=checkbox]").check()
             box.get_by_role("button", name="Delete all of it for good").click()
             expect(page.locator(".msg-actions.gone")).to_contain_text("Deleted for good")
@@ -103,7 +99,7 @@ class CardAndForgetInTheBrowser(LiveChatServer):
             sections = page.locator("#previously-on .card-section")
             expect(sections.filter(has_text="Tofu")).to_have_count(0)
             expect(sections.filter(has_text="Moved to Lyon in 2026")).to_have_count(1)
-            page.screenshot(path=str(ARTIFACTS / "card-after-forget-1280-en.png"), full_page=True)
+            shot(page, "card-after-forget-1280-en", full_page=True)
             browser.close()
 
         facts = [f.text for f in parse(Card.objects.get(profile=self.profile).text).facts]

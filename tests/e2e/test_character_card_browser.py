@@ -5,20 +5,16 @@ Screenshots at 1280 and 390 px, in English and Chinese, land in var/test-artifac
 
 import json
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
-from django.conf import settings
 
 from memory.interop.character_card import import_character_card
 from memory.models import Profile, Slice
 from tests.e2e.conftest import CHROMIUM_ARGS, chromium_path
-from tests.e2e.live import LiveChatServer, log_in
+from tests.e2e.live import ARTIFACTS, LiveChatServer, log_in, shot
 from tests.llm_server import Turn
 from tests.memory.interop.card_fixtures import CHINESE_CARD, v2_png
 from tests.previously.agent.helpers import make_slice
-
-ARTIFACTS = Path(settings.BASE_DIR) / "var" / "test-artifacts"
 
 
 @pytest.mark.browser
@@ -50,7 +46,7 @@ class CharacterCardInTheBrowser(LiveChatServer):
             page.click("text=Preview the card")
             expect(page.locator("h1")).to_have_text("Import a character card")
             expect(page.locator(".card-preview")).to_contain_text("3 entries, 2 enabled")
-            page.screenshot(path=str(ARTIFACTS / "card-preview-1280-en.png"), full_page=True)
+            shot(page, "card-preview-1280-en", full_page=True)
             page.click("text=Import the card")
 
             expect(page.locator("h1")).to_contain_text("Settings of Seraphina")
@@ -66,18 +62,18 @@ class CharacterCardInTheBrowser(LiveChatServer):
                 log_in(view, self.live_server_url, "mei", "pw-mei-12345")
                 view.goto(f"{self.live_server_url}/profiles/seraphina/edit/")
                 view.wait_for_function("() => document.querySelector('img.avatar.large').complete")
-                view.screenshot(path=str(ARTIFACTS / f"card-settings-{width}-{lang}.png"), full_page=True)
+                shot(view, f"card-settings-{width}-{lang}", full_page=True)
                 view.goto(f"{self.live_server_url}/profiles/")
-                view.screenshot(path=str(ARTIFACTS / f"card-profiles-{width}-{lang}.png"), full_page=True)
+                shot(view, f"card-profiles-{width}-{lang}", full_page=True)
                 view.goto(f"{self.live_server_url}/?profile=seraphina")
                 view.wait_for_selector("#composer-text")
-                view.screenshot(path=str(ARTIFACTS / f"card-chat-{width}-{lang}.png"), full_page=False)
+                shot(view, f"card-chat-{width}-{lang}", full_page=False)
                 view.goto(f"{self.live_server_url}/profiles/{linwan.key}/edit/")
                 expect(view.locator(".catch-up form button")).to_be_visible()
-                view.locator(".catch-up").screenshot(path=str(ARTIFACTS / f"card-catch-up-{width}-{lang}.png"))
+                shot(view.locator(".catch-up"), f"card-catch-up-{width}-{lang}")
                 view.goto(f"{self.live_server_url}/slices/{history_slice}/?profile={linwan.key}")
                 expect(view.locator("p.export-links a")).to_have_count(2)
-                view.screenshot(path=str(ARTIFACTS / f"card-slice-{width}-{lang}.png"), full_page=False)
+                shot(view, f"card-slice-{width}-{lang}", full_page=False)
                 context.close()
 
             # The chat: the avatar beside the name, the greeting with its alternatives.

@@ -6,7 +6,6 @@ guardrails: a busy companion and the login lock-out (S3). The page's CSP reports
 import sqlite3
 import time
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 from django.conf import settings
@@ -15,10 +14,9 @@ from django.db import connection
 from memory.archive import archive_message
 from memory.models import Message, Profile
 from tests.e2e.conftest import CHROMIUM_ARGS, chromium_path
-from tests.e2e.live import LiveChatServer
+from tests.e2e.live import SHOTS, LiveChatServer, shot
 from tests.llm_server import Turn
 
-ARTIFACTS = Path(settings.BASE_DIR) / "var" / "test-artifacts"
 LANGS = {"en": "en-GB", "zh": "zh-CN"}
 MARKDOWN = (
     "## Plan 计划\n\n- **tea** first\n- then *a walk* 🌿\n\n| day | what |\n|---|---|\n| Mon | 海边 |\n\n"
@@ -83,11 +81,12 @@ class Chat17Server(LiveChatServer):
         return said
 
     def shot(self, page, name: str, lang: str, *, prefix: str = "chat17"):
-        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        if not SHOTS:
+            return
         for width in (1280, 390):
             page.set_viewport_size({"width": width, "height": 860})
             page.wait_for_timeout(150)
-            page.screenshot(path=str(ARTIFACTS / f"{prefix}-{name}-{lang}-{width}.png"))
+            shot(page, f"{prefix}-{name}-{lang}-{width}")
         page.set_viewport_size({"width": 1280, "height": 860})
 
     def say(self, page, text: str):

@@ -5,19 +5,16 @@ collapsed at 390 px, with the composer on screen on load; a past conversation op
 now. Screenshots: var/test-artifacts/conversations-<state>-<width>-<lang>-<theme>.png."""
 
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
-from django.conf import settings
 from django.utils import timezone
 
 from memory.archive import archive_message
 from memory.models import Profile, Slice
 from tests.e2e.conftest import CHROMIUM_ARGS, chromium_path
-from tests.e2e.live import LiveChatServer
+from tests.e2e.live import LiveChatServer, shot
 from tests.llm_server import Turn
 
-ARTIFACTS = Path(settings.BASE_DIR) / "var" / "test-artifacts"
 LOCALES = {"en": "en-GB", "zh": "zh-CN"}
 TALK = {
     "en": [
@@ -62,7 +59,6 @@ class ConversationsInTheBrowser(LiveChatServer):
     def test_side_panel_past_conversation_back_to_now_at_1280_and_390(self):
         from playwright.sync_api import expect, sync_playwright
 
-        ARTIFACTS.mkdir(parents=True, exist_ok=True)
         accounts = {}
         for lang in LOCALES:
             user = self.make_user(f"conv-{lang}", f"pw-conv-{lang}-12345")
@@ -88,7 +84,7 @@ class ConversationsInTheBrowser(LiveChatServer):
                     """A screenshot in light and in dark, then back to light."""
                     for theme in ("light", "dark"):
                         page.emulate_media(color_scheme=theme)
-                        page.screenshot(path=str(ARTIFACTS / f"conversations-{state}-{width}-{lang}-{theme}.png"))
+                        shot(page, f"conversations-{state}-{width}-{lang}-{theme}")
                         if each_theme:
                             each_theme(theme)
                     page.emulate_media(color_scheme="light")
@@ -188,7 +184,7 @@ class ConversationsInTheBrowser(LiveChatServer):
             page.locator(f'#conversation-list li[data-key="{accounts["en"][0].key}"] > a').click()
             expect(page.locator("#past > .past-view")).to_contain_text(TALK["en"][0][0])
             expect(page.locator("#messages")).to_be_hidden()
-            page.screenshot(path=str(ARTIFACTS / "conversations-past-nojs-1280-en-light.png"))
+            shot(page, "conversations-past-nojs-1280-en-light")
             page.get_by_role("link", name="Back to now").first.click()
             expect(page.locator("#past > .past-view")).to_have_count(0)
             expect(page.locator("#messages")).to_be_visible()

@@ -10,16 +10,14 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from django.conf import settings
 from django.test.utils import override_settings
 
 from memory.models import Message, Profile, Slice
 from tests.e2e.conftest import CHROMIUM_ARGS, chromium_path
-from tests.e2e.live import LiveChatServer
+from tests.e2e.live import LiveChatServer, shot
 from tests.memory.history import samples as s
 from tests.memory.interop.card_fixtures import v2_png
 
-ARTIFACTS = Path(settings.BASE_DIR) / "var" / "test-artifacts"
 LOCALES = {"en": "en-GB", "zh": "zh-CN"}
 WORDS = {
     "en": {"preview": "Preview (nothing written yet)", "apply": "Apply this import", "done": "Imported",
@@ -63,7 +61,6 @@ class HistoryInTheBrowser(LiveChatServer):
     def test_upload_preview_apply_then_panel_and_timeline(self):
         from playwright.sync_api import expect, sync_playwright
 
-        ARTIFACTS.mkdir(parents=True, exist_ok=True)
         t0 = time.time() - 2 * 86400
         export = s.chatgpt_zip(Path(self.media.name) / "chatgpt-export.zip", [
             s.chatgpt_conversation(cid="trip", title="Trip to Hangzhou", t0=t0),
@@ -90,7 +87,7 @@ class HistoryInTheBrowser(LiveChatServer):
                     page.click("#bring-history a")
                     page.fill("#history-upload input[name=profile]", key)
                     page.set_input_files("#history-upload input[type=file]", str(export))
-                    page.screenshot(path=str(ARTIFACTS / f"history-upload-{width}-{lang}.png"), full_page=True)
+                    shot(page, f"history-upload-{width}-{lang}", full_page=True)
                     page.click("#history-upload button[type=submit]")
                     preview = page.locator("#history-preview")
                     expect(preview.locator("h2")).to_have_text(words["preview"])
@@ -101,12 +98,12 @@ class HistoryInTheBrowser(LiveChatServer):
                     expect(totals.locator("tr").nth(0).locator("td")).to_have_text("10")
                     expect(totals.locator("tr").nth(1).locator("td")).to_have_text("2")
                     expect(totals.locator("tr").nth(3).locator("td")).to_have_text("2 / 0")
-                    page.screenshot(path=str(ARTIFACTS / f"history-preview-{width}-{lang}.png"), full_page=True)
+                    shot(page, f"history-preview-{width}-{lang}", full_page=True)
                     page.click("#history-apply")
                     expect(page.locator("#history-done")).to_be_visible(timeout=20_000)
                     expect(page.locator("#history-progress > h2")).to_have_text(words["done"])
                     expect(page.locator("#history-progress #catch-up")).to_contain_text(words["catch_up"])
-                    page.screenshot(path=str(ARTIFACTS / f"history-done-{width}-{lang}.png"), full_page=True)
+                    shot(page, f"history-done-{width}-{lang}", full_page=True)
 
                     slices, count = off_the_loop(lambda lang=lang, key=key: imported(f"hist-{lang}", key))
                     assert len(slices) == 4 and count == 12, (slices, count)
@@ -118,12 +115,12 @@ class HistoryInTheBrowser(LiveChatServer):
                     for sl in slices:
                         expect(page.locator(f'#conversation-list li[data-key="{sl}"]')).to_have_count(1)
                     expect(page.locator("#conversation-list")).to_contain_text("周末想去杭州")
-                    page.screenshot(path=str(ARTIFACTS / f"history-panel-{width}-{lang}.png"))
+                    shot(page, f"history-panel-{width}-{lang}")
                     # And the timeline.
                     page.goto(f"{self.live_server_url}/timeline/?profile={key}")
                     for sl in slices:
                         expect(page.locator(f"#slice-{sl}")).to_have_count(1)
-                    page.screenshot(path=str(ARTIFACTS / f"history-timeline-{width}-{lang}.png"), full_page=True)
+                    shot(page, f"history-timeline-{width}-{lang}", full_page=True)
                     # A character card through the same upload (H2).
                     page.goto(f"{self.live_server_url}/data/history/")
                     page.fill("#history-upload input[name=profile]", f"sera{width}")
@@ -134,12 +131,12 @@ class HistoryInTheBrowser(LiveChatServer):
                     expect(found).to_contain_text(words["card"])
                     expect(found).to_contain_text(words["new"])
                     expect(found.locator(".card-preview")).to_contain_text(words["lore"])
-                    page.screenshot(path=str(ARTIFACTS / f"history-card-preview-{width}-{lang}.png"), full_page=True)
+                    shot(page, f"history-card-preview-{width}-{lang}", full_page=True)
                     page.click("#history-apply")
                     expect(page.locator("#history-done")).to_have_text(words["made"])
                     settings_link = page.locator("#history-card-settings")
                     expect(settings_link).to_have_attribute("href", f"/profiles/sera{width}/edit/")
-                    page.screenshot(path=str(ARTIFACTS / f"history-card-done-{width}-{lang}.png"), full_page=True)
+                    shot(page, f"history-card-done-{width}-{lang}", full_page=True)
                     settings_link.click()
                     expect(page.locator("img.avatar.large")).to_be_visible()
                     ctx.close()

@@ -3,7 +3,6 @@ PREVIOUSLY_LOGIN_ADDRESS_FAILURES from one address, and the admin's read-only ca
 to the card page. Screenshots at 1280 and 390 px, English and Chinese, light and dark, in
 var/test-artifacts/."""
 
-from pathlib import Path
 
 import pytest
 from django.conf import settings
@@ -13,9 +12,7 @@ from memory.card.format import Card as ParsedCard
 from memory.card.format import Fact
 from memory.models import Card, Profile
 from tests.e2e.conftest import CHROMIUM_ARGS, chromium_path
-from tests.e2e.live import LiveChatServer
-
-ARTIFACTS = Path(settings.BASE_DIR) / "var" / "test-artifacts"
+from tests.e2e.live import LiveChatServer, shot
 
 
 @pytest.mark.browser
@@ -42,7 +39,6 @@ class LoginGuardInTheBrowser(LiveChatServer):
         row = Card.objects.create(profile=profile, version=1, text=render(ParsedCard(
             portrait="Mei moved to Lyon for the pottery school.",
             facts=(Fact("Close to her sister", ("you",)),))))
-        ARTIFACTS.mkdir(parents=True, exist_ok=True)
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
             for n, (lang, width, scheme) in enumerate([("en-GB", 1280, "light"), ("en-GB", 390, "dark"),
@@ -55,7 +51,7 @@ class LoginGuardInTheBrowser(LiveChatServer):
                     page.click("button[type=submit]")
                     page.wait_for_load_state()
                 expect(page.locator("h1")).to_contain_text("登录失败次数过多" if lang == "zh-CN" else "Too many failed logins")
-                page.screenshot(path=str(ARTIFACTS / f"login-throttled-{lang}-{width}-{scheme}.png"), full_page=True)
+                shot(page, f"login-throttled-{lang}-{width}-{scheme}", full_page=True)
                 page.close()
             for lang in ("en-GB", "zh-CN"):
                 page = browser.new_page(viewport={"width": 1280, "height": 900}, locale=lang)
@@ -66,6 +62,6 @@ class LoginGuardInTheBrowser(LiveChatServer):
                 page.wait_for_load_state()
                 expect(page.locator(f'a[href="/card/?profile={profile.key}"]')).to_be_visible()
                 expect(page.locator('textarea[name="text"]')).to_have_count(0)
-                page.screenshot(path=str(ARTIFACTS / f"admin-card-read-only-{lang}-1280.png"), full_page=True)
+                shot(page, f"admin-card-read-only-{lang}-1280", full_page=True)
                 page.close()
             browser.close()

@@ -11,7 +11,7 @@ import pytest
 from memory.archive import archive_message
 from memory.models import Card, EvolutionRun, Profile, Slice
 from tests.e2e.conftest import CHROMIUM_ARGS, chromium_path
-from tests.e2e.live import ARTIFACTS, LANGS, THEMES, WIDTHS, LiveChatServer, log_in
+from tests.e2e.live import LANGS, THEMES, WIDTHS, LiveChatServer, log_in, shot
 from tests.factories import CardSnapshotFactory, ExperienceFactory, HighlightFactory
 from tests.llm_server import Turn
 from tests.memory.card.samples import SEED_CARD
@@ -58,7 +58,6 @@ class LooksInTheBrowser(LiveChatServer):
         user = self.make_user("mei", "pw-mei-12345")
         sea, slice_key = seed(user)
         self.llm.models = ["qwen2.5:7b", "llama3.1:8b"]
-        ARTIFACTS.mkdir(parents=True, exist_ok=True)
         pages = {
             "chat": "/",
             "archive": "/archive/?q=%E9%A6%99%E5%B1%B1",
@@ -89,7 +88,7 @@ class LooksInTheBrowser(LiveChatServer):
                         tab = ctx.new_page()
                         for name, path in (("login", "/login/"),):
                             tab.goto(self.live_server_url + path)
-                            tab.screenshot(path=str(ARTIFACTS / f"looks-{name}-{width}-{lang}-{theme}.png"), full_page=True)
+                            shot(tab, f"looks-{name}-{width}-{lang}-{theme}", full_page=True)
                         ctx.add_cookies(cookies)
                         for name, path in pages.items():
                             tab.goto(self.live_server_url + path)
@@ -98,8 +97,8 @@ class LooksInTheBrowser(LiveChatServer):
                             wide = tab.evaluate("document.documentElement.scrollWidth")
                             if wide > width:
                                 overflow.append(f"{name} {width}px {lang} {theme}: {wide}px wide")
-                            tab.screenshot(path=str(ARTIFACTS / f"looks-{name}-{width}-{lang}-{theme}.png"),
-                                           full_page=name != "chat")
+                            shot(tab, f"looks-{name}-{width}-{lang}-{theme}",
+                                 full_page=name != "chat")
                             bg = tab.evaluate("getComputedStyle(document.body).backgroundColor")
                             assert (bg == "rgb(20, 22, 25)") == (theme == "dark"), (name, theme, bg)
                         if width == 1280:
@@ -119,7 +118,7 @@ class LooksInTheBrowser(LiveChatServer):
             tab.click(".nav-toggle")
             expect(tab.locator("nav.mainnav")).to_be_visible()
             expect(tab.locator(".nav-toggle")).to_have_attribute("aria-expanded", "true")
-            tab.screenshot(path=str(ARTIFACTS / "looks-menu-open-390-en-light.png"), full_page=True)
+            shot(tab, "looks-menu-open-390-en-light", full_page=True)
             tab.keyboard.press("Escape")
             expect(tab.locator("nav.mainnav")).to_be_hidden()
             expect(tab.locator(".nav-toggle")).to_be_focused()
@@ -167,7 +166,7 @@ class LooksInTheBrowser(LiveChatServer):
             tab.keyboard.press("Tab")
             outline = tab.evaluate("getComputedStyle(document.activeElement).outlineStyle")
             assert outline == "solid", outline
-            tab.screenshot(path=str(ARTIFACTS / "looks-focus-1280-en-light.png"))
+            shot(tab, "looks-focus-1280-en-light")
             # Reduced motion: no transition runs its course.
             duration = tab.evaluate(
                 "(() => { const e = document.createElement('div'); e.className = 'htmx-request htmx-indicator';"
@@ -187,7 +186,7 @@ class LooksInTheBrowser(LiveChatServer):
             tab.fill("#id_temperature", "9")
             tab.click("form.settings button[type=submit]")
             expect(tab.locator(".field.invalid .errorlist")).to_contain_text("2")
-            tab.screenshot(path=str(ARTIFACTS / "looks-settings-error-1280-en-light.png"), full_page=True)
+            shot(tab, "looks-settings-error-1280-en-light", full_page=True)
             desk.close()
             browser.close()
 

@@ -1,22 +1,18 @@
 """The memory pages in a real browser (issue 8): create a companion, chat two conversations,
 search the archive, open the hit's conversation with the line in view, open the card at
-its end ("Previously On"), open the timeline. Screenshots land in var/test-artifacts/.
+its end ("Previously On"), open the timeline. Screenshots (`make shots`) land in var/test-artifacts/.
 
 Same set-up as test_chat_browser.py: Channels' live server (Daphne in a child process)
 and a local OpenAI-compatible server; all ORM work stays outside the Playwright block.
 """
 
-from pathlib import Path
 
 import pytest
-from django.conf import settings
 
 from memory.models import Message, Profile, Slice
 from tests.e2e.conftest import CHROMIUM_ARGS, chromium_path
-from tests.e2e.live import LiveChatServer, log_in
+from tests.e2e.live import LiveChatServer, log_in, shot
 from tests.llm_server import Turn
-
-ARTIFACTS = Path(settings.BASE_DIR) / "var" / "test-artifacts"
 
 
 @pytest.mark.browser
@@ -29,8 +25,6 @@ class MemoryPagesInTheBrowser(LiveChatServer):
         from playwright.sync_api import expect, sync_playwright
 
         self.make_user("mei", "pw-mei-12345")
-        ARTIFACTS.mkdir(parents=True, exist_ok=True)
-        shot = lambda page, name: page.screenshot(path=str(ARTIFACTS / f"memory-{name}.png"), full_page=True)  # noqa: E731
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
             page = browser.new_page(viewport={"width": 1100, "height": 800}, locale="en-GB")
@@ -45,7 +39,7 @@ class MemoryPagesInTheBrowser(LiveChatServer):
             page.click("text=Create companion")
             expect(page.locator(".profile-row.current h2")).to_contain_text("Sea")
             expect(page.locator("#nav-profile")).to_have_value("sea")
-            shot(page, "1-profiles")
+            shot(page, "memory-1-profiles", full_page=True)
 
             # Two conversations.
             page.click("nav.mainnav >> text=Chat")
@@ -69,34 +63,34 @@ class MemoryPagesInTheBrowser(LiveChatServer):
             expect(hit).to_have_count(1)
             expect(hit.locator("mark")).to_have_text("beach")
             assert "q=beach" in page.url
-            shot(page, "2-archive")
+            shot(page, "memory-2-archive", full_page=True)
 
             # The hit opens its conversation with the line in view and highlighted.
             hit.locator("text=open conversation").click()
             target = page.locator(".transcript .line:target")
             expect(target).to_contain_text("I walked on the beach at sunset")
             assert "#msg-c_" in page.url
-            shot(page, "3-slice")
+            shot(page, "memory-3-slice", full_page=True)
 
             # "Previously On" at that slice.
             page.click("text=The card at the end of this slice")
             expect(page.locator("#previously-on")).to_contain_text("The card as it was when slice")
-            shot(page, "4-card-at-slice")
+            shot(page, "memory-4-card-at-slice", full_page=True)
 
             # The timeline: both conversations, the first closed by "new conversation".
             page.click("nav.mainnav >> text=Timeline")
             expect(page.locator(".slice-row")).to_have_count(2)
             expect(page.locator(".slice-row").last).to_contain_text("new conversation")
-            shot(page, "5-timeline")
+            shot(page, "memory-5-timeline", full_page=True)
 
             # The same pages at phone width, in Chinese.
             phone = browser.new_page(viewport={"width": 390, "height": 800}, locale="zh-CN")
             phone.context.add_cookies(page.context.cookies())
             phone.goto(f"{self.live_server_url}/archive/?q=%E6%B5%B7%E8%BE%B9+beach")
             expect(phone.locator("nav.mainnav")).to_contain_text("时间线")
-            shot(phone, "6-archive-phone-zh")
+            shot(phone, "memory-6-archive-phone-zh", full_page=True)
             phone.goto(f"{self.live_server_url}/beliefs/")
-            shot(phone, "7-beliefs-phone-zh")
+            shot(phone, "memory-7-beliefs-phone-zh", full_page=True)
             browser.close()
 
         sea = Profile.objects.get(user__username="mei", key="sea")

@@ -11,7 +11,8 @@ import pytest
 
 from memory.archive import archive_message
 from memory.models import Message, Profile, Slice
-from tests.e2e.test_chat17_browser import ARTIFACTS, LANGS, Chat17Server
+from tests.e2e.live import SHOTS, shot
+from tests.e2e.test_chat17_browser import LANGS, Chat17Server
 from tests.llm_server import Turn
 
 WORDS = {
@@ -27,7 +28,8 @@ WORDS = {
 @pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
 class OffTheRecordInTheBrowser(Chat17Server):
     def shots(self, page, state: str, lang: str) -> None:
-        ARTIFACTS.mkdir(parents=True, exist_ok=True)
+        if not SHOTS:
+            return
         for theme in ("light", "dark"):
             page.emulate_media(color_scheme=theme)
             for width in (1280, 390):
@@ -36,7 +38,7 @@ class OffTheRecordInTheBrowser(Chat17Server):
                 # wide screens only); resized from 1280 it would still be open over the chat.
                 page.evaluate(f"() => {{ const d = document.getElementById('conversations'); if (d) d.open = {str(width > 800).lower()}; }}")
                 page.wait_for_timeout(150)
-                page.screenshot(path=str(ARTIFACTS / f"offrecord-{state}-{lang}-{width}-{theme}.png"))
+                shot(page, f"offrecord-{state}-{lang}-{width}-{theme}")
         page.emulate_media(color_scheme="light")
         page.set_viewport_size({"width": 1280, "height": 860})
 

@@ -23,7 +23,7 @@ from django.utils.http import urlsafe_base64_encode
 from memory.models import Connection, Invitation, Profile, RecallVector, SiteSwitch
 from memory.sealed import seal
 from tests.e2e.conftest import CHROMIUM_ARGS, chromium_path
-from tests.e2e.live import ARTIFACTS, LANGS, THEMES, WIDTHS, LiveChatServer, log_in
+from tests.e2e.live import LANGS, THEMES, WIDTHS, LiveChatServer, log_in, shot
 from tests.llm_server import Turn
 
 
@@ -59,7 +59,6 @@ class SelfHostingInTheBrowser(OfflineLiveServer):
         root = self.make_user("root", "pw-root-12345")
         get_user_model().objects.filter(pk=root.pk).update(is_staff=True)
         Profile.objects.create(user=root, key="owner", name="Sea", language="en")
-        ARTIFACTS.mkdir(parents=True, exist_ok=True)
         url = self.live_server_url
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
@@ -158,8 +157,8 @@ class SelfHostingInTheBrowser(OfflineLiveServer):
                                            ("delete-account", "/account/delete/"), ("about", "/about/"),
                                            ("companion-settings", "/profiles/owner/edit/")):
                             tab.goto(url + path)
-                            tab.screenshot(path=str(ARTIFACTS / f"selfhost-{name}-{width}-{lang}-{theme}.png"),
-                                           full_page=True)
+                            shot(tab, f"selfhost-{name}-{width}-{lang}-{theme}",
+                                 full_page=True)
                         ctx.close()
             browser.close()
         assert RecallVector.objects.filter(model="openai:fake-embed+prev1").exists()
@@ -226,7 +225,6 @@ class SelfHostingPagesInEveryLook(OfflineLiveServer):
         with override_settings(PREVIOUSLY_CONNECTION_SECRET="the secret before a move"):
             Connection.objects.create(name="Moved here", base_url=self.llm.base_url, sealed_key=seal("sk-old-5e2a"))
         listed = list(Connection.objects.values_list("pk", flat=True))
-        ARTIFACTS.mkdir(parents=True, exist_ok=True)
         url = self.live_server_url
         problems: list[str] = []
         with sync_playwright() as p:
@@ -308,8 +306,8 @@ class SelfHostingPagesInEveryLook(OfflineLiveServer):
                             bg = tab.evaluate("getComputedStyle(document.body).backgroundColor")
                             if (bg == DARK) != (theme == "dark"):
                                 problems.append(f"{name} {width}px {lang} {theme}: background {bg}")
-                            tab.screenshot(path=str(ARTIFACTS / f"selfhost-{name}-{width}-{lang}-{theme}.png"),
-                                           full_page=not name.startswith("chat"))
+                            shot(tab, f"selfhost-{name}-{width}-{lang}-{theme}",
+                                 full_page=not name.startswith("chat"))
                         ctx.close()
 
             # The reset link works once: used, it is refused like a forged one.

@@ -3,20 +3,17 @@ conversation for good and chooses to drop one card line that cites it (D6, D7). 
 of the confirmation at 1280 and 390 px, English and Chinese, land in var/test-artifacts/."""
 
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
-from django.conf import settings
 
 from memory.card import parse, render
 from memory.card.format import Card as ParsedCard
 from memory.card.format import Fact
 from memory.models import Card, EvolutionRun, Message, Profile, Slice, Tombstone
 from tests.e2e.conftest import CHROMIUM_ARGS, chromium_path
-from tests.e2e.live import LiveChatServer, log_in
+from tests.e2e.live import LiveChatServer, log_in, shot
 from tests.factories import HighlightFactory, MessageFactory, SliceFactory
 
-ARTIFACTS = Path(settings.BASE_DIR) / "var" / "test-artifacts"
 AT = datetime(2026, 8, 17, 5, 15, tzinfo=UTC)
 SAID = "I adopted a cat named Tofu last spring, she sleeps on my keyboard 🐱"
 
@@ -56,7 +53,6 @@ class SliceForgetInTheBrowser(LiveChatServer):
     def test_delete_the_conversation_and_one_citing_card_line(self):
         from playwright.sync_api import expect, sync_playwright
 
-        ARTIFACTS.mkdir(parents=True, exist_ok=True)
         url = self.live_server_url
         slice_url = f"{url}/slices/{self.slice.key}/?profile=owner"
         with sync_playwright() as p:
@@ -72,7 +68,7 @@ class SliceForgetInTheBrowser(LiveChatServer):
             expect(card).to_contain_text("The cat is ginger-coloured")
             expect(card).not_to_contain_text("Goes to pottery class")
             expect(page.locator(".refs-replies")).to_contain_text("Earlier you told me")
-            page.screenshot(path=str(ARTIFACTS / "slice-delete-confirm-1280-en.png"), full_page=True)
+            shot(page, "slice-delete-confirm-1280-en", full_page=True)
             confirm_url = page.url
 
             # Cancel is a plain link back to the conversation; nothing went.
@@ -87,7 +83,7 @@ class SliceForgetInTheBrowser(LiveChatServer):
                 other.context.add_cookies(cookies)
                 other.goto(confirm_url)
                 expect(other.locator(".refs-card")).to_be_visible()
-                other.screenshot(path=str(ARTIFACTS / f"slice-delete-confirm-{tag}.png"), full_page=True)
+                shot(other, f"slice-delete-confirm-{tag}", full_page=True)
                 other.close()
 
             page.goto(confirm_url)
@@ -96,7 +92,7 @@ class SliceForgetInTheBrowser(LiveChatServer):
             expect(page.locator(".flash")).to_contain_text("Conversation 2026/08/17/0515 and its 3 lines were deleted for good.")
             expect(page.locator(".flash")).to_contain_text("1 line of the card went with it.")
             assert "/timeline/" in page.url
-            page.screenshot(path=str(ARTIFACTS / "slice-deleted-timeline-1280-en.png"), full_page=True)
+            shot(page, "slice-deleted-timeline-1280-en", full_page=True)
             assert page.goto(slice_url).status == 404
             page.goto(f"{url}/card/")
             sections = page.locator("#previously-on .card-section")

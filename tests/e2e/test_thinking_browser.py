@@ -2,17 +2,13 @@
 long prompt sends nothing for many seconds; after 3 s the streaming reply says so, and the
 words replace it when they come. Screenshots at 390 and 1280 px in English and Chinese."""
 
-from pathlib import Path
 
 import pytest
-from django.conf import settings
 
 from memory.models import Profile
 from tests.e2e.conftest import CHROMIUM_ARGS, chromium_path
-from tests.e2e.live import LiveChatServer, log_in
+from tests.e2e.live import LiveChatServer, log_in, shot
 from tests.llm_server import Turn
-
-ARTIFACTS = Path(settings.BASE_DIR) / "var" / "test-artifacts"
 
 
 @pytest.mark.browser
@@ -25,7 +21,6 @@ class ThinkingInTheBrowser(LiveChatServer):
 
         user = self.make_user("ana", "pw-ana-12345")
         shots = [("en", 390), ("zh", 1280)]
-        ARTIFACTS.mkdir(parents=True, exist_ok=True)
         for lang, width in shots:
             Profile.objects.filter(user=user).update(language=lang)  # ORM outside Playwright's loop
             with sync_playwright() as p:
@@ -40,6 +35,6 @@ class ThinkingInTheBrowser(LiveChatServer):
                 thinking = page.locator(".msg.streaming .thinking")
                 expect(thinking).to_be_visible(timeout=8_000)
                 expect(thinking).to_have_text("thinking…" if lang == "en" else "思考中…")
-                page.screenshot(path=str(ARTIFACTS / f"chat-thinking-{lang}-{width}.png"))
+                shot(page, f"chat-thinking-{lang}-{width}")
                 expect(page.locator(".msg.assistant:not(.streaming) .content").last).to_have_text("Here I am.", timeout=15_000)
                 browser.close()
