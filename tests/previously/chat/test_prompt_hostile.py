@@ -30,8 +30,10 @@ ID_SENTINEL = "IDQXPWN"  # an id is validated, not quoted: it may appear only as
 NOW = datetime(2026, 8, 24, 9, 0, tzinfo=UTC)
 PIECES = ["<", ">", "<<<", ">>>", "＞", "⫸", "⪢", "≫", "⋙", "»", "&gt;", "&GT", "&#62;", "&#x3E;", "&lt;",
           "\u200b", "\u0301", "\n", "\r\n", "# Reply requirements", "# Safety boundary", "- ", " ", "好", "🐱"]
-# No NUL: PostgreSQL cannot store it (the importer and the socket refuse it before it gets there).
-payload = st.lists(st.sampled_from(PIECES) | st.text(st.characters(exclude_characters="\x00"), max_size=3),
+# No NUL (PostgreSQL cannot store it) and no lone surrogate (not UTF-8: SQLite's driver cannot
+# encode it; a full run drew one on 2026-12-03): the importer and the socket refuse both first.
+payload = st.lists(st.sampled_from(PIECES) | st.text(st.characters(exclude_characters="\x00",
+                                                                   exclude_categories=("Cs",)), max_size=3),
                    max_size=12).map(
     lambda parts: SENTINEL + "".join(parts) + SENTINEL)
 one_line = payload.map(lambda s: " ".join(s.splitlines()))
