@@ -9,7 +9,9 @@ Values go to the database as the field's `get_db_prep_save` would send them: awa
 datetimes and JSON through the backend's own adapters, text and integers as they are (the
 planner builds them from checked legacy values). Rows are inserted in list order, in the
 caller's transaction; database constraints are enforced by the database. Primary keys are
-not returned: a caller that needs them reads them back by a unique key.
+not returned: a caller that needs them either reads them back by a unique key, or reserves
+them first (`reserve_pks`) and inserts them with the rows (`with_pk=True`), which spares the
+read-back and lets rows in one batch point at each other as they are inserted.
 """
 
 import time
@@ -70,7 +72,8 @@ def _converter(field: models.Field, conn) -> Callable[[Any], Any] | None:
             # What adapt gives for a UTC datetime (make_naive in UTC, then str), without the
             # conversions: the importer's times are nearly all parsed or made in UTC.
             return lambda v: (
-                str(v)[:-6] if v.__class__ is datetime and v.tzinfo is UTC
+                None if v is None
+                else str(v)[:-6] if v.__class__ is datetime and v.tzinfo is UTC
                 else adapt(v) if v.__class__ is datetime and v.tzinfo is not None
                 else prep(v, conn)
             )
@@ -80,17 +83,46 @@ def _converter(field: models.Field, conn) -> Callable[[Any], Any] | None:
     return lambda v: prep(v, conn)
 
 
-def insert_rows(model: type[models.Model], rows: Sequence[Any], *, using: str = "default") -> None:
-    """INSERT every row, an object with one attribute per column of `model` (its pk excluded)."""
+def reserve_pks(model: type[models.Model], n: int, *, using: str = "default") -> list[int]:
+    """`n` primary keys for new rows of `model` that no other row has or will be given, to be
+    inserted in this transaction (`insert_rows(..., with_pk=True)`). On SQLite the caller's
+    transaction holds the write lock (`transaction_mode` IMMEDIATE), so the keys after the table's
+    AUTOINCREMENT high-water mark stay free until it commits; on PostgreSQL they are drawn from
+    the column's sequence."""
+    conn = connections[using]
+    if not conn.in_atomic_block:
+        raise RuntimeError("reserve_pks runs inside the transaction that inserts the rows")
+    if n <= 0:
+        return []
+    table, pk = model._meta.db_table, model._meta.pk.column
+    qn = conn.ops.quote_name
+    with conn.cursor() as cursor:
+        if conn.vendor == "sqlite":
+            cursor.execute(
+                f"SELECT max(coalesce((SELECT seq FROM sqlite_sequence WHERE name = %s), 0),"
+                f" coalesce((SELECT max({qn(pk)}) FROM {qn(table)}), 0))", [table])
+            top = cursor.fetchone()[0]
+            return list(range(top + 1, top + 1 + n))
+        if conn.vendor == "postgresql":
+            cursor.execute("SELECT nextval(pg_get_serial_sequence(%s, %s)) FROM generate_series(1, %s)",
+                           [qn(table), pk, n])
+            return [row[0] for row in cursor.fetchall()]
+    raise NotImplementedError(f"reserve_pks on {conn.vendor}")
+
+
+def insert_rows(model: type[models.Model], rows: Sequence[Any], *, using: str = "default",
+                with_pk: bool = False) -> None:
+    """INSERT every row, an object with one attribute per column of `model`: its pk excluded,
+    or, `with_pk`, the `pk` each row holds (from `reserve_pks`)."""
     if not rows:
         return
     conn = connections[using]
     meta = model._meta
-    fields = [f for f in meta.concrete_fields if not f.primary_key]
+    fields = [f for f in meta.concrete_fields if with_pk or not f.primary_key]
     for f in fields:
         if isinstance(f, (models.DateField, models.TimeField)) and (f.auto_now or f.auto_now_add):
             raise ValueError(f"{meta.label}.{f.name} is computed at save time; use bulk_create")
-    columns = attrgetter(*(f.attname for f in fields))
+    columns = attrgetter(*("pk" if f.primary_key else f.attname for f in fields))
     convs = [(i, c) for i, f in enumerate(fields) if (c := _converter(f, conn)) is not None]
     qn = conn.ops.quote_name
     sql = "INSERT INTO {} ({}) VALUES ({})".format(

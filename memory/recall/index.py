@@ -1,7 +1,8 @@
 """The full-text index kept beside the archive (SPEC R2, D3, O2).
 
 Every function here runs inside the caller's transaction: the archive write and the
-index write commit together, and so do a delete and its removal from the index.
+index write commit together, and so do a delete and its removal from the index. The one
+exception is `optimize_index` after a bulk load, which merges in short writes of its own.
 
 Per message: a RecallDocument (analysed tokens, position in the profile, slice, speaker,
 local day). Per profile: RecallTerm (document frequency of each term) and RecallStats
@@ -11,12 +12,13 @@ another profile's messages and the work of a query is bounded by that profile's
 document frequencies. On PostgreSQL a GIN index covers RecallDocument.tokens.
 """
 
+import time
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 
-from django.db import connection
+from django.db import connection, transaction
 
 from memory.models import Message, RecallDocument
 from memory.models.archive import legacy_sql
@@ -116,13 +118,35 @@ def index_messages(
     return len(docs)
 
 
-def optimize_index() -> None:
+# Each step of the full-text merge writes about this many leaf pages, so it holds SQLite's write
+# lock for milliseconds: one 'optimize' of a 127k-line history held it ~230 ms, and it grows
+# with the whole index (BENCH §5: another person's turn waited for it).
+MERGE_PAGES = 200
+
+
+def optimize_index(*, between: Callable[[float], None] | None = None) -> None:
     """After a bulk load (imports): merge SQLite's full-text segments; on PostgreSQL refresh
     the planner's statistics at once (ANALYZE), so queries do not scan by profile until
-    autovacuum gets round to it."""
+    autovacuum gets round to it.
+
+    On SQLite the merge is FTS5's incremental one, MERGE_PAGES pages a step until a step finds
+    nothing to merge (the same single segment 'optimize' leaves). Outside a transaction each
+    step is its own short write, and `between(began)` runs after each (an import leaves the
+    lock free there, S4); inside one the steps follow each other."""
     with connection.cursor() as cursor:
         if connection.vendor == "sqlite":
-            cursor.execute("INSERT INTO memory_recall_fts(memory_recall_fts) VALUES ('optimize')")
+            while True:
+                began = time.monotonic()
+                with transaction.atomic():
+                    before = connection.connection.total_changes
+                    cursor.execute("INSERT INTO memory_recall_fts(memory_recall_fts, rank) VALUES ('merge', %s)",
+                                   [-MERGE_PAGES])
+                    # FTS5: a step that merged anything changes two rows or more.
+                    merged = connection.connection.total_changes - before >= 2
+                if not merged:
+                    return
+                if between is not None:
+                    between(began)
         elif connection.vendor == "postgresql":
             cursor.execute("ANALYZE memory_message, memory_recalldocument, memory_recallterm, memory_recallvector")
 
@@ -189,7 +213,9 @@ def _bump_terms(profile_id: int, df: Counter, sign: int) -> None:
             cursor.executemany(
                 "INSERT INTO memory_recallterm (profile_id, term, df) VALUES (%s, %s, %s)"
                 " ON CONFLICT (profile_id, term) DO UPDATE SET df = memory_recallterm.df + excluded.df",
-                [(profile_id, t, n) for t, n in df.items()],
+                # In the index's order: the B-tree's pages are visited once each, in turn
+                # (a bulk import's batch bumps thousands of terms inside its transaction).
+                [(profile_id, t, n) for t, n in sorted(df.items())],
             )
             return
         cursor.executemany(

@@ -727,6 +727,10 @@ async def reply_to(
         await markdown.warm([content])  # issue 24 point 4: rendered off the loop
         await send(render_message(reply, lang=lang, oob=f"outerHTML:#reply-{umid}", notice="pending", reply_to=umid, error=error))
         return reply
+    # The reply's vector too, as the user line's above: not on the database thread, and not while
+    # the reply's transaction holds SQLite's write lock (every other writer, an import's batches
+    # included, waited for the model's pass there: BENCH §5).
+    await asyncio.to_thread(vectors.embed_ahead, [content])
     ending = guard.ends_with_reply()
     try:
         reply, _ = await db_call(store_reply)(

@@ -24,7 +24,7 @@ from memory.images import (
     save_image_files,
     store_avatar,
 )
-from memory.interop.bulk_insert import insert_rows, leave_the_lock
+from memory.interop.bulk_insert import insert_rows, leave_the_lock, reserve_pks
 from memory.interop.export import TRACE_REFS
 from memory.interop.full.check import DAY_KEY_RE, storable
 from memory.interop.full.read import Files
@@ -411,7 +411,7 @@ def _messages(p: _Profile, records: Iterable[dict]) -> None:
             remove_files([path for mid, paths in files if mid not in have for path in paths])
         raise
     if p.out.write and (written or loose):
-        p.out.one("the recall index", optimize_index)
+        optimize_index(between=leave_the_lock)  # in short steps, the write lock free between them (S4)
 
 
 def _message(profile: Profile, m: dict) -> Message:
@@ -467,12 +467,12 @@ def _attachment(p: _Profile, obj: Message, meta, written: list, record: Callable
 
 def _write_messages(batch: list) -> None:
     """The batch by plain `executemany` (issue 24 point 6: `bulk_create`'s query compiler was a
-    third of an apply), its keys read back by mid, then indexed for recall."""
-    insert_rows(Message, batch)
-    keys = _message_keys(batch[0].profile_id, [m.mid for m in batch])
-    for m in batch:
-        m.pk = keys[m.mid]
+    third of an apply) with keys reserved for it first (no read-back inside the transaction,
+    S4), then indexed for recall."""
+    for m, pk in zip(batch, reserve_pks(Message, len(batch)), strict=True):
+        m.pk = pk
         m._state.adding = False
+    insert_rows(Message, batch, with_pk=True)
     index_messages(batch, new=True)
 
 

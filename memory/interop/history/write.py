@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import transaction
 from django.utils import timezone, translation
 from django.utils.translation import gettext
 
@@ -38,7 +38,7 @@ from memory.clock import local_clock
 from memory.curation import propose_imported_experience
 from memory.hashing import content_hash
 from memory.images import ImageRefused, check_image, remove_files, save_image_files
-from memory.interop.bulk_insert import insert_rows, leave_the_lock
+from memory.interop.bulk_insert import insert_rows, leave_the_lock, reserve_pks
 from memory.interop.history.detect import APP_NAMES
 from memory.interop.history.plan import (
     HistoryImport,
@@ -95,7 +95,7 @@ def _apply(imp: HistoryImport, *, progress: Progress) -> Report:
                 report.experiences_new += _experience(profile, imp, note, eid)
     writer.flush()
     if report.written:
-        optimize_index()
+        optimize_index(between=leave_the_lock)
     return report
 
 
@@ -225,19 +225,15 @@ class _Writer:
         for r, seg in made:
             r.slice_id = seg.slice_id
         rows = [r for r, _seg in made]
-        insert_rows(Message, rows)
-        mids = [r.mid for r in rows]
-        pks = dict(Message.objects.filter(profile=self.profile, mid__in=mids).values_list("mid", "pk"))
-        self.pks.update(pks)
-        links = []
-        for (row, _seg, _p) in batch:
-            if row.reply_to and row.mid in pks and self.pks.get(row.reply_to):
-                links.append((self.pks[row.reply_to], pks[row.mid]))
-        if links:
-            with connection.cursor() as cursor:
-                cursor.executemany("UPDATE memory_message SET reply_of_id = %s WHERE id = %s", links)
+        # Keys reserved up front: a reply points at its line in the same INSERT, with no read-back
+        # of the keys and no UPDATE after it (a shorter hold of the write lock, S4, BENCH §5).
+        for r, pk in zip(rows, reserve_pks(Message, len(rows)), strict=True):
+            r.pk = self.pks[r.mid] = pk
+        reply_to = {row.mid: row.reply_to for row, _seg, _p in batch if row.reply_to}
         for r in rows:
-            r.pk = pks[r.mid]
+            r.reply_of_id = self.pks.get(reply_to.get(r.mid))
+        insert_rows(Message, rows, with_pk=True)
+        pks = {r.mid: r.pk for r in rows}
         index_messages([r for r in rows if r.deleted_at is None], new=True,
                        analysed={pks[mid]: entry for mid, entry in analysed.items() if mid in pks})
         self.report.written += len(rows)

@@ -4,9 +4,9 @@ import json
 from datetime import UTC, datetime
 
 import pytest
-from django.db import IntegrityError
+from django.db import IntegrityError, transaction
 
-from memory.interop.bulk_insert import insert_rows
+from memory.interop.bulk_insert import insert_rows, reserve_pks
 from memory.interop.legacy.read import loads_value
 from memory.interop.legacy.rows import FragmentRow, MessageRow
 from memory.interop.legacy_shapes import BadValue, read_value
@@ -118,3 +118,35 @@ def test_insert_rows_rows_break_constraints_like_any_insert(user):
                       legacy_extra={}, profile_id=profile.pk)
     with pytest.raises(IntegrityError):
         insert_rows(LegacyFragment, [row, row])
+
+
+@pytest.mark.django_db
+def test_reserved_keys_are_never_a_deleted_rows_and_rows_inserted_with_them_point_at_each_other(user):
+    """BENCH §5 (S4): a batch reserves its keys, so a reply names its line in the same INSERT
+    with no read-back. The keys follow the table's high-water mark: the top row deleted, its key
+    is not given again (a deleted line's key may still be named by what pointed at it)."""
+    profile = Profile.objects.create(user=user, key="owner")
+    at = datetime(2026, 10, 1, 12, tzinfo=UTC)
+    slice_ = Slice.objects.create(profile=profile, key="2026-10-01-1200", started_at=at, last_message_at=at)
+    top = Message.objects.create(profile=profile, slice=slice_, mid="top", speaker="user", content="x", created_at=at)
+    Message.objects.filter(pk=top.pk).delete()
+    rows = [MessageRow(mid=m, speaker=s, content=f"{m} 猫 🐱", created_at=at, legacy_key="", content_hash="61",
+                       legacy_extra={}, profile_id=profile.pk, slice_id=slice_.pk)
+            for m, s in (("q", "user"), ("a", "assistant"))]
+    with transaction.atomic():
+        pks = reserve_pks(Message, len(rows))
+        for row, pk in zip(rows, pks, strict=True):
+            row.pk = pk
+        rows[1].reply_of_id = rows[0].pk
+        insert_rows(Message, rows, with_pk=True)
+    assert pks == [top.pk + 1, top.pk + 2]
+    answer = Message.objects.get(mid="a")
+    assert (answer.pk, answer.reply_of.mid) == (pks[1], "q")
+    after = Message.objects.create(profile=profile, slice=slice_, mid="next", speaker="user", content="y", created_at=at)
+    assert after.pk == pks[1] + 1  # the table's own counter moved past them
+
+
+@pytest.mark.django_db(transaction=True)
+def test_keys_are_reserved_only_inside_the_transaction_that_inserts_them():
+    with pytest.raises(RuntimeError, match="inside the transaction"):
+        reserve_pks(Message, 3)
