@@ -14,7 +14,6 @@ them first (`reserve_pks`) and inserts them with the rows (`with_pk=True`), whic
 read-back and lets rows in one batch point at each other as they are inserted.
 """
 
-import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from operator import attrgetter
@@ -25,31 +24,15 @@ from django.db import connections, models
 
 CHUNK = 5000
 
-# SQLite's busy handler (sqliteDefaultBusyCallback, with usleep): a writer kept waiting tries
-# again after these sleeps, in ms, then every 100 ms.
-BUSY_SLEEPS_MS = (1, 2, 5, 10, 15, 20, 25, 25, 25, 50, 50, 100)
-
-
-def lock_gap(held: float) -> float:
-    """Seconds to leave SQLite's write lock free after holding it `held` seconds, so that every
-    writer that began waiting meanwhile tries again in the gap: one who has waited longest has
-    waited `held` and sleeps at most the busy handler's sleep at that point, others less. It is
-    shorter than the batch itself (a pause as long as the batch, up to 100 ms, made the waits a
-    third of a 1M-record apply, issue 24 point 6)."""
-    waited = 0.0
-    for sleep_ms in BUSY_SLEEPS_MS:
-        if waited + sleep_ms / 1000 > held:
-            return sleep_ms / 1000
-        waited += sleep_ms / 1000
-    return BUSY_SLEEPS_MS[-1] / 1000
-
-
-def leave_the_lock(began: float) -> None:
-    """After a batch's transaction that began at `began` (time.monotonic()): on SQLite, leave the
-    write lock free for `lock_gap` of it, so another person's write gets in between two batches
-    (S4: the full import's and the history import's batches alike)."""
-    if connections["default"].vendor == "sqlite":
-        time.sleep(lock_gap(time.monotonic() - began))
+def leave_the_lock() -> None:
+    """Between two batches of a bulk write (the full import's and the history import's alike,
+    and the steps of the index merge after them): on SQLite, give way to every writer waiting
+    for the write lock — another person's line — before the next batch takes it (S4;
+    memory.sqlite.waiting). No one waiting, no pause."""
+    conn = connections["default"]
+    waiting = getattr(conn, "waiting", None)  # the SQLite engine's (memory.sqlite)
+    if waiting is not None and conn.connection is not None:
+        waiting.give_way()
 
 
 def _utc_text(conn) -> bool:

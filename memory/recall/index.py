@@ -12,7 +12,6 @@ another profile's messages and the work of a query is bounded by that profile's
 document frequencies. On PostgreSQL a GIN index covers RecallDocument.tokens.
 """
 
-import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -124,19 +123,18 @@ def index_messages(
 MERGE_PAGES = 200
 
 
-def optimize_index(*, between: Callable[[float], None] | None = None) -> None:
+def optimize_index(*, between: Callable[[], None] | None = None) -> None:
     """After a bulk load (imports): merge SQLite's full-text segments; on PostgreSQL refresh
     the planner's statistics at once (ANALYZE), so queries do not scan by profile until
     autovacuum gets round to it.
 
     On SQLite the merge is FTS5's incremental one, MERGE_PAGES pages a step until a step finds
     nothing to merge (the same single segment 'optimize' leaves). Outside a transaction each
-    step is its own short write, and `between(began)` runs after each (an import leaves the
+    step is its own short write, and `between()` runs after each (an import leaves the
     lock free there, S4); inside one the steps follow each other."""
     with connection.cursor() as cursor:
         if connection.vendor == "sqlite":
             while True:
-                began = time.monotonic()
                 with transaction.atomic():
                     before = connection.connection.total_changes
                     cursor.execute("INSERT INTO memory_recall_fts(memory_recall_fts, rank) VALUES ('merge', %s)",
@@ -146,7 +144,7 @@ def optimize_index(*, between: Callable[[float], None] | None = None) -> None:
                 if not merged:
                     return
                 if between is not None:
-                    between(began)
+                    between()
         elif connection.vendor == "postgresql":
             cursor.execute("ANALYZE memory_message, memory_recalldocument, memory_recallterm, memory_recallvector")
 

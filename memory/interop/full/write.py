@@ -3,7 +3,6 @@ what it holds and blocked by tombstones, in batches of PREVIOUSLY_IMPORT_BATCH_R
 its own short transaction. The same code, with nothing written, is the checking pass: every row
 is asked whether the database would take it (`check.storable`)."""
 
-import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import date, datetime
@@ -111,11 +110,10 @@ class Writes:
             return
         self.kind = kind
         for start in range(0, len(items), self.rows):
-            began = time.monotonic()
             with transaction.atomic():
                 write(items[start:start + self.rows])
             self.batches += 1
-            leave_the_lock(began)
+            leave_the_lock()
             if self.progress:
                 self.progress(gettext("writing %(kind)s") % {"kind": kind_shown(kind)}, min(start + self.rows, len(items)), len(items))
 

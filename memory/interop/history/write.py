@@ -24,7 +24,6 @@ again writes nothing, and finishes an interrupted one.
 """
 
 import gc
-import time
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -162,14 +161,13 @@ class _Writer:
         # (S4, BENCH §5).
         rows = self._rows(batch, attachments)
         analysed = {r.mid: analysis(self.profile.pk, tokenize(r.content)) for r, _seg in rows if r.deleted_at is None}
-        began = time.monotonic()
         try:
             with transaction.atomic():
                 self._write(batch, rows, analysed)
         except BaseException:
             remove_files(written)
             raise
-        leave_the_lock(began)  # another person's line gets in between two batches (S4)
+        leave_the_lock()  # another person's line gets in between two batches (S4)
         self.progress(Stage.WRITING, min(self.report.written, self.expected), self.expected)
 
     def _images(self, batch) -> tuple[dict[str, dict], list[str]]:

@@ -13,7 +13,6 @@ from django.db import OperationalError, connection
 from django.test.utils import CaptureQueriesContext
 
 from bench.synthetic import write_dump
-from memory.interop.bulk_insert import lock_gap
 from memory.interop.export import export_json
 from memory.interop.full_import import BadExport, ImportInterrupted, import_full
 from memory.models import (
@@ -271,15 +270,3 @@ def test_replies_and_traces_are_linked_by_mid_a_chunk_at_a_time(settings, monkey
     assert report.counts["messages"]["created"] == 0
     again = {m.mid: (m.reply_of_id, m.prompt_trace) for m in Message.objects.filter(profile__user=user)}
     assert again == {mid: (m.reply_of_id, m.prompt_trace) for mid, m in rows.items()}
-
-
-def test_the_gap_between_two_batches_covers_one_sleep_of_a_waiting_writer_and_no_more():
-    """Issue 24 point 6: after holding SQLite's lock for `held`, the import leaves it free for as
-    long as SQLite's busy handler makes a writer that has waited that long sleep before it tries
-    again — shorter than the batch (the pause was as long as the batch, up to 100 ms)."""
-    assert lock_gap(0.0005) == 0.001  # within the first sleep (1 ms)
-    assert lock_gap(0.030) == 0.015  # 18-33 ms waited: a 15 ms sleep
-    assert lock_gap(0.045) == 0.020
-    assert lock_gap(0.120) == 0.025
-    assert lock_gap(5.0) == 0.1  # then every 100 ms
-    assert all(lock_gap(held / 1000) <= max(held / 1000, 0.01) for held in range(8, 3000))

@@ -112,9 +112,9 @@ def test_the_merge_after_a_bulk_load_runs_in_short_writes_until_one_segment_is_l
     old = index.MERGE_PAGES
     index.MERGE_PAGES = 1  # a step per leaf page, so 300 one-line segments take many steps
     try:
-        optimize_index(between=lambda began: steps.append(connection.in_atomic_block))
+        optimize_index(between=lambda: steps.append(connection.in_atomic_block))
         again = []
-        optimize_index(between=again.append)
+        optimize_index(between=lambda: again.append(1))
     finally:
         index.MERGE_PAGES = old
     assert len(steps) > 1 and not any(steps)  # several writes, each committed before the pause

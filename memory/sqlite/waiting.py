@@ -1,0 +1,73 @@
+"""Writers waiting for SQLite's one write lock, seen by a bulk writer across threads and processes
+(S4, BENCH §5; issue 24 point 6).
+
+A writer kept waiting sleeps in SQLite's busy handler, invisible to everyone else: an import
+between two of its batches could only guess, leaving the lock free for a fixed gap after each
+batch whether anyone waited or not (a fifth of a lone import's time was that sleep), and a
+waiter the CPU did not wake in time missed the gap. Here every statement that may wait for the
+lock (a BEGIN IMMEDIATE, or a write outside a transaction) holds a shared `flock` on a file
+beside the database while it waits; a bulk writer between its batches asks whether any is held
+(`someone_waits`) and gives way while one is (`give_way`). A writer holds the flock only while
+it waits, never while it writes."""
+
+import fcntl
+import os
+import time
+from contextlib import contextmanager
+
+GIVE_WAY_MOST = 0.25  # s: a bulk writer waits at most this long between two batches (it must progress)
+GIVE_WAY_POLL = 0.001  # s between two looks
+
+
+class Waiting:
+    """One connection's view of the waiting writers of the SQLite database at `path`: a file of
+    its own open on `path` + "-writers" (flocks are per open file), closed with the connection."""
+
+    def __init__(self, database: str):
+        self.path = f"{os.path.abspath(database)}-writers"
+        self._fd: int | None = None
+        self._pid = 0
+
+    @classmethod
+    def of(cls, database: str) -> "Waiting | None":
+        """For the SQLite file `database`; None for an in-memory database (no one else sees it)."""
+        if not database or database == ":memory:" or database.startswith("file:") or "mode=memory" in database:
+            return None
+        return cls(database)
+
+    def _file(self) -> int:
+        if self._fd is None or self._pid != os.getpid():  # a forked child opens its own
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+            self._pid = os.getpid()
+        return self._fd
+
+    def close(self) -> None:
+        if self._fd is not None and self._pid == os.getpid():
+            os.close(self._fd)
+        self._fd = None
+
+    @contextmanager
+    def wait(self):
+        """Around a statement that may wait for the write lock."""
+        fd = self._file()
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        try:
+            yield
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+
+    def someone_waits(self) -> bool:
+        fd = self._file()
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+
+    def give_way(self, most: float = GIVE_WAY_MOST) -> float:
+        """Wait while another writer waits for the lock (at most `most` seconds); the time waited."""
+        began = time.monotonic()
+        while self.someone_waits() and time.monotonic() - began < most:
+            time.sleep(GIVE_WAY_POLL)
+        return time.monotonic() - began
