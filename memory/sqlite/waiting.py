@@ -7,8 +7,9 @@ batch whether anyone waited or not (a fifth of a lone import's time was that sle
 waiter the CPU did not wake in time missed the gap. Here every statement that may wait for the
 lock (a BEGIN IMMEDIATE, or a write outside a transaction) holds a shared `flock` on a file
 beside the database while it waits; a bulk writer between its batches asks whether any is held
-(`someone_waits`) and gives way while one is (`give_way`). A writer holds the flock only while
-it waits, never while it writes."""
+(`someone_waits`) and gives way while one is (`give_way`). A transaction's writer holds the
+flock only while its BEGIN waits, never while it writes; a write in autocommit, for its one
+statement."""
 
 import fcntl
 import os
