@@ -93,7 +93,7 @@ def test_optimizing_the_index_keeps_every_message_findable():
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_merge_after_a_bulk_load_runs_in_short_writes_until_one_segment_is_left():
+def test_the_merge_after_a_bulk_load_runs_in_short_writes_until_one_segment_is_left(monkeypatch):
     """S4, BENCH §5: the import's closing merge of the full-text index is made of short writes,
     each its own transaction with the import's pause between them, not one 'optimize' that held
     the write lock for the whole index; what it leaves finds every line, and a second merge
@@ -108,15 +108,10 @@ def test_the_merge_after_a_bulk_load_runs_in_short_writes_until_one_segment_is_l
     profile = ProfileFactory()
     words = "apple banana cherry 苹果 香蕉 樱桃 date elder fig grape 葡萄 kiwi lemon mango".split()
     said = [_say(profile, n, f"{words[n % len(words)]} {words[(n * 7) % len(words)]} line{n} 第{n}句") for n in range(300)]
-    steps = []
-    old = index.MERGE_PAGES
-    index.MERGE_PAGES = 1  # a step per leaf page, so 300 one-line segments take many steps
-    try:
-        optimize_index(between=lambda: steps.append(connection.in_atomic_block))
-        again = []
-        optimize_index(between=lambda: again.append(1))
-    finally:
-        index.MERGE_PAGES = old
+    steps, again = [], []
+    monkeypatch.setattr(index, "MERGE_PAGES", 1)  # a step per leaf page: 300 one-line segments take many
+    optimize_index(between=lambda: steps.append(connection.in_atomic_block))
+    optimize_index(between=lambda: again.append(1))
     assert len(steps) > 1 and not any(steps)  # several writes, each committed before the pause
     assert again == []
     found = {h.message_id for h in search(profile_id=profile.pk, tokens=["line17"], limit=5)}
