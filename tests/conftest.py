@@ -5,6 +5,9 @@ import pytest
 from asgiref.sync import SyncToAsync
 from channels.layers import channel_layers
 from django.conf import settings
+from django.db import connection
+
+from memory.recall import embedding
 
 
 def _fresh_thread_pools_in_a_forked_child() -> None:
@@ -145,3 +148,20 @@ def media_in_tmp(settings, tmp_path):
     """Stored files (images, avatars, pending imports) go to the test's own folder."""
     settings.STORAGES = {**settings.STORAGES, "default": {
         "BACKEND": "django.core.files.storage.FileSystemStorage", "OPTIONS": {"location": str(tmp_path / "media")}}}
+
+
+@pytest.fixture
+def embedded_texts(monkeypatch) -> list[tuple[str, bool]]:
+    """Each text the local sentence model embeds from now on, with whether a transaction was open
+    (SQLite's write lock is held from its BEGIN: no forward pass belongs inside one, issue 24
+    point 11, BENCH §5). The embedding cache starts empty, so every text is embedded anew."""
+    seen: list[tuple[str, bool]] = []
+    real = embedding.LocalUSE.embed
+
+    def spy(self, texts):
+        seen.extend((t, connection.in_atomic_block) for t in texts)
+        return real(self, texts)
+
+    monkeypatch.setattr(embedding.LocalUSE, "embed", spy)
+    embedding._cache.clear()
+    return seen

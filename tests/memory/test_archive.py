@@ -12,7 +12,6 @@ from memory.hashing import content_hash
 from memory.interop.legacy.rows import MessageRow
 from memory.interop.legacy.write import assign_slices
 from memory.models import Message, RecallDocument, RecallStats, Slice
-from memory.recall import embedding
 from tests.factories import ProfileFactory
 
 
@@ -214,18 +213,10 @@ def test_the_bulk_import_and_the_live_archive_key_slices_alike_s1(profile):
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_line_is_embedded_before_its_write_transaction_not_inside_it(monkeypatch):
+def test_a_line_is_embedded_before_its_write_transaction_not_inside_it(embedded_texts):
     """Issue 24 point 11: the model's forward pass for a new line runs before the archive's
     write transaction opens (SQLite's write lock is held from its BEGIN), never inside it."""
-    seen = []
-    real = embedding.LocalUSE.embed
-
-    def spy(self, texts):
-        seen.extend((t, connection.in_atomic_block) for t in texts)
-        return real(self, texts)
-
-    monkeypatch.setattr(embedding.LocalUSE, "embed", spy)
-    embedding._cache.clear()
+    seen = embedded_texts
     archive_message(profile=ProfileFactory(), mid="c_00000000000000e1", speaker="user", content="embedded ahead 先嵌入")
     assert ("embedded ahead 先嵌入", False) in seen
     assert ("embedded ahead 先嵌入", True) not in seen

@@ -1,10 +1,12 @@
 """The index's side data (positions, slices, speakers, df and collection stats) follows every write."""
 
 import pytest
+from django.db import connection
 
 from memory.archive import archive_message
 from memory.models import RecallDocument, RecallStats, RecallTerm
-from memory.recall.index import index_messages, remove_messages
+from memory.recall import index
+from memory.recall.index import index_messages, optimize_index, remove_messages, search
 from tests.factories import ProfileFactory
 
 pytestmark = pytest.mark.django_db
@@ -84,8 +86,6 @@ def test_stats_are_per_profile():
 
 
 def test_optimizing_the_index_keeps_every_message_findable():
-    from memory.recall.index import optimize_index, search
-
     profile = ProfileFactory()
     message = _say(profile, 1, "团圆饭 reunion dinner")
     optimize_index()
@@ -98,11 +98,6 @@ def test_the_merge_after_a_bulk_load_runs_in_short_writes_until_one_segment_is_l
     each its own transaction with the import's pause between them, not one 'optimize' that held
     the write lock for the whole index; what it leaves finds every line, and a second merge
     finds nothing left to do."""
-    from django.db import connection
-
-    from memory.recall import index
-    from memory.recall.index import optimize_index, search
-
     if connection.vendor != "sqlite":
         pytest.skip("the full-text segments are SQLite's (PostgreSQL runs ANALYZE)")
     profile = ProfileFactory()

@@ -4,11 +4,10 @@ one database thread (SQLite) and off the threads altogether when it need not lea
 import threading
 
 import pytest
-from django.db import connection
 
 from memory import archive
 from memory.models import Message
-from memory.recall import embedding, vectors
+from memory.recall import vectors
 from previously.chat import turn
 from tests.previously.chat.conftest import new_mid
 
@@ -43,19 +42,12 @@ async def test_the_lines_vector_is_made_off_the_database_thread_before_the_archi
     assert line[0][2] != archive_thread  # made before, elsewhere; the write's own call finds it cached
 
 
-async def test_the_replys_vector_is_made_before_its_write_transaction(connect, user, profile, monkeypatch, settings):
+async def test_the_replys_vector_is_made_before_its_write_transaction(connect, user, profile, embedded_texts,
+                                                                    settings):
     """BENCH §5 (S4): the reply's forward pass no longer runs inside the reply's transaction,
     where SQLite's write lock is held from its BEGIN and another person's import waited for it."""
     settings.PREVIOUSLY_EMBEDDINGS = "local"
-    seen = []
-    real = embedding.LocalUSE.embed
-
-    def spy(self, texts):
-        seen.extend((t, connection.in_atomic_block) for t in texts)
-        return real(self, texts)
-
-    monkeypatch.setattr(embedding.LocalUSE, "embed", spy)
-    embedding._cache.clear()
+    seen = embedded_texts
     chat = await connect(user)
     await chat.say("the dog chased the postman 狗追邮差", mid=new_mid(2))
     reply = await Message.objects.aget(profile=profile, speaker=Message.Speaker.ASSISTANT)
