@@ -9,12 +9,21 @@ lock (a BEGIN IMMEDIATE, or a write outside a transaction) holds a shared `flock
 beside the database while it waits; a bulk writer between its batches asks whether any is held
 (`someone_waits`) and gives way while one is (`give_way`). A transaction's writer holds the
 flock only while its BEGIN waits, never while it writes; a write in autocommit, for its one
-statement."""
+statement.
+
+A person's turn writes three times within a tenth of a second or so (the lease, their line, the
+reply). Marked only while each statement waits, the second and third found the next batch begun
+already, and the turn waited for a whole batch more than once; `writes_coming` marks the whole
+turn instead, from before its first write to its last, so an import gives way to it once and the
+turn's later writes find the lock free (BENCH §5)."""
 
 import fcntl
 import os
+import threading
 import time
 from contextlib import contextmanager
+
+from django.db import connections
 
 GIVE_WAY_MOST = 0.25  # s: a bulk writer waits at most this long between two batches (it must progress)
 GIVE_WAY_POLL = 0.001  # s between two looks
@@ -72,3 +81,48 @@ class Waiting:
         while self.someone_waits() and time.monotonic() - began < most:
             time.sleep(GIVE_WAY_POLL)
         return time.monotonic() - began
+
+
+class _Coming:
+    """This process's turns under way against one database file: one shared flock on the file
+    of waiting writers, held while any of them is (a count, as turns overlap)."""
+
+    def __init__(self, path: str):
+        self.path, self.count, self.fd, self.guard = path, 0, None, threading.Lock()
+
+    def enter(self) -> None:
+        with self.guard:
+            if self.count == 0:
+                if self.fd is None:
+                    self.fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+                fcntl.flock(self.fd, fcntl.LOCK_SH)
+            self.count += 1
+
+    def leave(self) -> None:
+        with self.guard:
+            self.count -= 1
+            if self.count == 0:
+                fcntl.flock(self.fd, fcntl.LOCK_UN)
+
+
+_coming: dict[tuple[int, str], _Coming] = {}
+_coming_guard = threading.Lock()
+
+
+@contextmanager
+def writes_coming(alias: str = "default"):
+    """Around work that will write several times in quick succession for a waiting person (a chat
+    turn): a bulk writer between two batches gives way until it is done (`give_way`, at most
+    GIVE_WAY_MOST each time). Nothing on another engine, or on an in-memory database."""
+    conn = connections[alias]
+    waiting = Waiting.of(str(conn.settings_dict.get("NAME") or "")) if conn.vendor == "sqlite" else None
+    if waiting is None:
+        yield
+        return
+    with _coming_guard:  # per process: a forked child (a test's live server) opens its own
+        coming = _coming.setdefault((os.getpid(), waiting.path), _Coming(waiting.path))
+    coming.enter()
+    try:
+        yield
+    finally:
+        coming.leave()

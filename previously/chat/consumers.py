@@ -10,6 +10,7 @@ import asyncio
 import functools
 import json
 import logging
+from contextlib import ExitStack
 from importlib import import_module
 from types import SimpleNamespace
 
@@ -22,6 +23,7 @@ from django.utils.translation import gettext_lazy
 from memory import limits
 from memory.models import Profile
 from memory.models.archive import OBJECT_ID_RE
+from memory.sqlite.waiting import writes_coming
 from previously.chat import guard, off_record, turn
 from previously.chat.db import db_call
 from previously.chat.proactive import should_welcome_back, welcome_back_task
@@ -102,6 +104,15 @@ def _session_alive(scope) -> bool:
         return True  # no cookie session (in-process test scopes): nothing to re-check
     fresh = import_module(settings.SESSION_ENGINE).SessionStore(session_key=session.session_key)
     return get_user(SimpleNamespace(session=fresh)).pk == scope["user"].pk
+
+
+def _turn_writes() -> ExitStack:
+    """A turn's writes announced, from its lease to its reply (closed when the reply is archived):
+    an import between two batches lets them in first, so the turn waits for one step of a batch
+    at most, once (memory.sqlite.waiting.writes_coming; S4, BENCH §5)."""
+    coming = ExitStack()
+    coming.enter_context(writes_coming())
+    return coming
 
 
 class ChatConsumer(AsyncWebsocketConsumer):
@@ -201,11 +212,12 @@ class ChatConsumer(AsyncWebsocketConsumer):
             self.turn_over = over = asyncio.Event()
             self._start(self._run_after(previous, over, handler, action, data))
             return
-        if not await take_turn(self.profile):
+        coming = await self._take_turn()
+        if coming is None:
             await self._refuse_busy(action, data)
             return
         self.turn_over = over = asyncio.Event()
-        self._start(self._run_turn(handler, data, over))
+        self._start(self._run_turn(handler, data, over, coming))
 
     # --- guardrails (S3): frame size and rate; one turn per profile ------------------------------
 
@@ -289,16 +301,30 @@ class ChatConsumer(AsyncWebsocketConsumer):
         go of it (its reply is archived), in the order the lines were sent."""
         try:
             await previous.wait()
-            taken = await take_turn(self.profile)
+            coming = await self._take_turn()
         finally:
             self.waiting -= 1
-        if not taken:  # another tab took the profile in between: its text goes back
+        if coming is None:  # another tab took the profile in between: its text goes back
             over.set()
             await self._refuse_busy(action, data)
             return
-        await self._run_turn(handler, data, over)
+        await self._run_turn(handler, data, over, coming)
 
-    async def _run_turn(self, handler, data: dict, over: asyncio.Event) -> None:
+    async def _take_turn(self) -> ExitStack | None:
+        """The profile's turn lease (S3), the turn's writes announced from before it (`_turn_writes`,
+        to be closed when the reply is archived); None when another turn holds the lease."""
+        coming = _turn_writes()
+        try:
+            if await take_turn(self.profile):
+                return coming
+        except BaseException:
+            coming.close()
+            raise
+        coming.close()
+        return None
+
+    async def _run_turn(self, handler, data: dict, over: asyncio.Event, coming: ExitStack) -> None:
+        """The turn, its lease taken; `coming` (`_turn_writes`) ends when its reply is archived."""
         stop = guard.Running.start(self.profile.pk)
         keeper = asyncio.create_task(guard.keep_turn(self.profile, renew_turn))
         released = False
@@ -307,6 +333,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             nonlocal released
             if not released:
                 released = True
+                coming.close()
                 keeper.cancel()
                 guard.Running.finish(self.profile.pk, stop)
                 try:

@@ -3,10 +3,11 @@
 `apply(history_import)` first runs the whole preview (every record checked, nothing written:
 a refused file leaves no trace), then reads the file again and writes each conversation's new
 rows in batches of PREVIOUSLY_HISTORY_BATCH_ROWS, each in its own short transaction, so another
-writer gets the lock between two. In each batch the rows go in as plain rows (bulk_insert, as
-the legacy importer does), their pks are read back by mid, replies are tied to the user line
-they answer (`reply_of`, U2) and the visible lines enter the recall index in the same
-transaction (D3). Sentence vectors are left to `manage.py embed_backfill`, as for the legacy
+writer gets the lock between two; when one begins to wait during a batch, the batch commits
+after its part in hand (`write_in_steps`) and gives way. In each part the rows go
+in as plain rows (bulk_insert, as the legacy importer does) with keys reserved up front, replies
+are tied to the user line they answer (`reply_of`, U2) and the visible lines enter the recall
+index in the same transaction (D3). Sentence vectors are left to `manage.py embed_backfill`, as for the legacy
 import: making 150k of them would take the import far past its budget (BENCH §5).
 
 Slices (S1): each source conversation is split by the idle gap into segments; each segment is
@@ -37,7 +38,7 @@ from memory.clock import local_clock
 from memory.curation import propose_imported_experience
 from memory.hashing import content_hash
 from memory.images import ImageRefused, check_image, remove_files, save_image_files
-from memory.interop.bulk_insert import insert_rows, leave_the_lock, reserve_pks
+from memory.interop.bulk_insert import insert_rows, leave_the_lock, reserve_pks, write_in_steps
 from memory.interop.history.detect import APP_NAMES
 from memory.interop.history.plan import (
     HistoryImport,
@@ -157,23 +158,29 @@ class _Writer:
         batch, self.rows, self.inline_bytes = self.rows, [], 0
         attachments, written = self._images(batch)
         # The rows and their recall entries are made before the transaction: SQLite's write
-        # lock is held for the writes alone, and another person's writes wait for each batch's
-        # (S4, BENCH §5).
+        # lock is held for the writes alone, and another person's writes wait for one part of
+        # them at most (write_in_steps; S4, BENCH §5).
         rows = self._rows(batch, attachments)
         analysed = {r.mid: analysis(self.profile.pk, tokenize(r.content)) for r, _seg in rows if r.deleted_at is None}
+        reply_to = {row.mid: row.reply_to for row, _seg, _p in batch if row.reply_to}
+        committed: set[str] = set()
+
+        def write(part):
+            self._write(part, analysed, reply_to)
+            transaction.on_commit(lambda: committed.update(r.mid for r, _seg in part))
+
         try:
-            with transaction.atomic():
-                self._write(batch, rows, analysed)
+            write_in_steps(rows, write)
         except BaseException:
-            remove_files(written)
+            remove_files([path for mid, paths in written.items() if mid not in committed for path in paths])
             raise
-        leave_the_lock()  # another person's line gets in between two batches (S4)
         self.progress(Stage.WRITING, min(self.report.written, self.expected), self.expected)
 
-    def _images(self, batch) -> tuple[dict[str, dict], list[str]]:
+    def _images(self, batch) -> tuple[dict[str, dict], dict[str, list[str]]]:
         """Image rows' files (a zip member, or an image the file held inline), checked and
-        re-encoded (check_image) and stored before the transaction (A7, S4)."""
-        attachments, written = {}, []
+        re-encoded (check_image) and stored before the transaction (A7, S4): their attachments
+        and the paths written, by mid."""
+        attachments, written = {}, {}
         for row, _seg, planned in batch:
             if not row.image:
                 continue
@@ -187,7 +194,7 @@ class _Writer:
                 continue
             attachment, paths = save_image_files(profile_id=self.profile.pk, mid=row.mid, checked=checked)
             attachments[row.mid] = attachment
-            written.extend(paths)
+            written[row.mid] = paths
         return attachments, written
 
     def _image_bytes(self, image: str | InlineImage) -> tuple[bytes, str]:
@@ -218,8 +225,10 @@ class _Writer:
             ), seg))
         return rows
 
-    def _write(self, batch, made: list[tuple[MessageRow, _Segment]], analysed: dict[str, Analysis]) -> None:
-        self._open_slices(batch)
+    def _write(self, made: list[tuple[MessageRow, _Segment]], analysed: dict[str, Analysis],
+               reply_to: dict[str, str]) -> None:
+        """One part of a batch: its rows (with their slices) and their recall entries."""
+        self._open_slices([seg for _r, seg in made])
         for r, seg in made:
             r.slice_id = seg.slice_id
         rows = [r for r, _seg in made]
@@ -227,7 +236,6 @@ class _Writer:
         # of the keys and no UPDATE after it (a shorter hold of the write lock, S4, BENCH §5).
         for r, pk in zip(rows, reserve_pks(Message, len(rows)), strict=True):
             r.pk = self.pks[r.mid] = pk
-        reply_to = {row.mid: row.reply_to for row, _seg, _p in batch if row.reply_to}
         for r in rows:
             r.reply_of_id = self.pks.get(reply_to.get(r.mid))
         insert_rows(Message, rows, with_pk=True)
@@ -236,11 +244,11 @@ class _Writer:
                        analysed={pks[mid]: entry for mid, entry in analysed.items() if mid in pks})
         self.report.written += len(rows)
 
-    def _open_slices(self, batch) -> None:
+    def _open_slices(self, segments: list[_Segment]) -> None:
         """A slice for each segment that has none yet (its span is the whole segment's), and a
         reused slice widened to its segment when an earlier run wrote part of it."""
         fresh, widen = [], {}
-        for _row, seg, _p in batch:
+        for seg in segments:
             if seg.slice_id is None and seg.pending is None:
                 local = local_clock(seg.start, self.tz_name).local
                 key = free_slice_key(local, self.keys)

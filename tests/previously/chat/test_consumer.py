@@ -10,7 +10,7 @@ from channels.layers import get_channel_layer
 from channels.routing import URLRouter
 from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import AnonymousUser
-from django.db import DatabaseError
+from django.db import DatabaseError, connections
 
 from memory.archive import archive_message
 from memory.models import Highlight, Message
@@ -322,3 +322,30 @@ async def test_a_typing_frame_sets_background_model_work_aside_and_answers_nothi
     assert await chat.ws.receive_nothing(timeout=0.5)
     assert gate.person_waiting()
     assert llm_server.requests == []
+
+
+async def test_an_import_sees_a_turn_under_way_until_its_reply_is_archived_s4(connect, user, profile, monkeypatch):
+    """BENCH §5: between two batches an import gives way to a turn from its line to its reply
+    (memory.sqlite.waiting.writes_coming), not only while one of its writes waits for the lock."""
+    def waiting():
+        connections["default"].ensure_connection()
+        return getattr(connections["default"], "waiting", None)  # memory.sqlite's, on a file
+
+    if await database_sync_to_async(waiting)() is None:
+        pytest.skip("SQLite's one write lock, in a file other processes open")
+    seen = []
+    real = turn.store_reply
+
+    def store_reply(*args, **kwargs):
+        seen.append(connections["default"].waiting.someone_waits())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(turn, "store_reply", store_reply)
+    reset_provider(Offline())
+    try:
+        chat = await connect(user)
+        await chat.say("还在吗? still there 🙂", mid=new_mid(1))
+    finally:
+        reset_provider(None)
+    assert seen == [True]
+    assert not (await database_sync_to_async(waiting)()).someone_waits()
