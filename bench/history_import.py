@@ -282,6 +282,7 @@ def live(path: Path, work: Path) -> dict:
         if state.get("state") != "done":
             raise RuntimeError(f"the apply ended {state}")
         return {"preview_s": preview_s, "apply_s": apply_s, "peak_mb": probe.peak_rss / 1024 / 1024,
+                "peak_with_children_mb": probe.peak_tree_rss / 1024 / 1024,
                 "server_start_mb": server_start_mb, "other_p99_ms": probe.p99() * 1000, "other": probe.summary(),
                 "socket_p99_ms": chat.p99() * 1000, "socket": chat.summary(), "socket_failed": len(chat.failures),
                 # The same, of the probes begun during the preview (the upload read and checked in
@@ -339,7 +340,8 @@ def summary(r: dict) -> str:
         f"| re-import | {r['reimport']['seconds']:.1f} ({r['reimport']['cpu']:.1f}) | {r['reimport']['peak_mb']:.0f} |"
         f" {r['reimport']['load']} |",
         f"| the data page on a live server: preview + apply | {lv['preview_s']:.1f} + {lv['apply_s']:.1f} | "
-        f"{lv['peak_mb']:.0f} (server; {lv['server_start_mb']:.0f} before the upload) | {lv['load']} |",
+        f"{lv['peak_mb']:.0f} (server; {lv['server_start_mb']:.0f} before the upload; with its child processes"
+        f" {lv['peak_with_children_mb']:.0f}) | {lv['load']} |",
         "",
         f"Import / streamed parse: {r['ratio_to_parse']}×. {r['import']['summary']}",
         f"Another person's chat page meanwhile: {lv['other']}.",

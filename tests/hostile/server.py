@@ -26,6 +26,27 @@ def rss_bytes(pid: int) -> int:
     raise RuntimeError(f"no VmRSS for process {pid}")
 
 
+def tree_rss_bytes(pid: int) -> int:
+    """The resident memory of `pid` and every process below it (the server and the children it
+    starts for heavy work, previously/child.py), added up; a process gone meanwhile counts 0."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+    total, todo = 0, [pid]
+    while todo:
+        one = todo.pop()
+        todo.extend(children.get(one, ()))
+        try:
+            total += rss_bytes(one)
+        except (OSError, RuntimeError):
+            pass
+    return total
+
+
 def start(tmp_path, env: dict | None = None) -> Stack:
     return Stack(processes=1, database_url="", redis_url="", var_dir=str(tmp_path / "var"),
                  env={"PREVIOUSLY_PROACTIVE_CHECK_SECONDS": "0", **(env or {})}).start()
@@ -73,6 +94,7 @@ class Probe:
     def __init__(self, port: int, pid: int, path: str = "/login/", every: float = 0.05, cookie: str = ""):
         self.port, self.pid, self.path, self.every, self.cookie = port, pid, path, every, cookie
         self.peak_rss = rss_bytes(pid)
+        self.peak_tree_rss = tree_rss_bytes(pid)  # with the server's children (heavy work)
         self.latencies: list[float] = []
         self.started: list[float] = []  # time.monotonic() when each probe began
         self.statuses: list[int] = []
@@ -87,6 +109,7 @@ class Probe:
             self.started.append(began)
             self.latencies.append(seconds)
             self.peak_rss = max(self.peak_rss, rss_bytes(self.pid))
+            self.peak_tree_rss = max(self.peak_tree_rss, tree_rss_bytes(self.pid))
             self._stop.wait(self.every)
 
     def __enter__(self):

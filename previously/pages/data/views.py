@@ -1,5 +1,13 @@
-"""Download a full export and upload one with a dry-run preview (SPEC X1, X2, P2)."""
+"""Download a full export and upload one with a dry-run preview (SPEC X1, X2, P2).
 
+The preview and the apply read the whole upload; beside the server they run in a child process
+(`manage.py data_import`, previously/child.py), so their parsing neither holds the GIL every other
+person's page and socket wait for nor leaves the server process the memory it took (S4, issue 24
+point 6). The request waits for the child and shows its report as before."""
+
+import base64
+import logging
+import pickle
 import tempfile
 
 from django.conf import settings
@@ -11,6 +19,7 @@ from django.dispatch import receiver
 from django.http import FileResponse, Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
+from django.utils.translation import get_language
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods, require_POST
 
@@ -25,6 +34,9 @@ from memory.interop.previews import (
     save_preview,
 )
 from memory.models import Profile
+from previously import child
+
+log = logging.getLogger(__name__)
 
 
 @receiver(user_logged_out)
@@ -89,10 +101,7 @@ def data_import_preview(request):
     # S4, issue 24 point 7: one pending preview per person — this one replaces any earlier one.
     token = save_preview(upload, uploader=request.user, target=target)  # as sent, streamed from its temp file
     try:
-        # A dry run that only reads (no write lock), streaming the stored file: bounded in
-        # memory, depth and object count (memory/interop/json_stream.py).
-        with preview_export(token) as export:
-            report = import_full(data=export, user=target, dry_run=True)
+        report = _imported(token, target, dry_run=True)
     except BadExport as exc:
         drop_preview(token)
         return _page_with_error(request, target, _refused(exc))
@@ -119,8 +128,7 @@ def data_import_apply(request):
     target = get_object_or_404(User, pk=pending.target_id)
     _target_user(request, target.get_username())  # re-check: staff rights may have changed
     try:
-        with preview_export(pending.token) as export:
-            report = import_full(data=export, user=target)
+        report = _imported(pending.token, target, dry_run=False)
     except BadExport as exc:
         drop_preview(pending.token)
         return _page_with_error(request, target, _refused(exc))
@@ -134,6 +142,34 @@ def data_import_apply(request):
     return render(request, "data/data.html", {
         "target": target, "profiles": Profile.objects.for_user(target), "applied": report,
     })
+
+
+def full_report(token: str, user_id: int, *, dry_run: bool):
+    """The stored upload `token` imported for the user `user_id`, or only checked (`dry_run`): its
+    report; raises BadExport (nothing written) or ImportInterrupted (what was written is kept)."""
+    # A dry run only reads (no write lock), streaming the stored file: bounded in memory, depth
+    # and object count (memory/interop/json_stream.py).
+    with preview_export(token) as export:
+        return import_full(data=export, user=get_user_model().objects.get(pk=user_id), dry_run=dry_run)
+
+
+def _imported(token: str, target, *, dry_run: bool):
+    """`full_report`, beside the server in a child process; elsewhere (a test, a separate task
+    worker), here. The child's refusal or interruption is raised here as it was there."""
+    if not child.beside_server():
+        return full_report(token, target.pk, dry_run=dry_run)
+    done = child.run("data_import", {"token": token, "user_id": target.pk, "dry_run": dry_run,
+                                     "language": get_language()}, answer=True)
+    if done.returncode != 0:
+        log.error("data import %s: its process ended with %s: %s", token, done.returncode, done.stderr)
+        ended = _("its process ended with code %(code)s") % {"code": done.returncode}
+        raise BadExport(ended) if dry_run else ImportInterrupted(ended)  # a preview wrote nothing
+    answer = pickle.loads(base64.b64decode(done.stdout))
+    if "refused" in answer:
+        raise BadExport(answer["refused"])
+    if "interrupted" in answer:
+        raise ImportInterrupted(answer["interrupted"])
+    return answer["report"]
 
 
 def _refused(exc: BadExport) -> str:

@@ -2,6 +2,8 @@
 
 import io
 import json
+import shutil
+import sys
 import zipfile
 
 import pytest
@@ -13,6 +15,7 @@ from PIL import Image
 from memory.images import store_image_message
 from memory.interop.full import write as write_module
 from memory.models import Message
+from previously.pages.data import views
 from tests.factories import MessageFactory
 
 pytestmark = pytest.mark.django_db
@@ -277,3 +280,63 @@ def test_the_apply_of_a_zip_export_after_its_preview_does_not_check_again(client
     assert asked == []
     line = Message.objects.get(profile__user=bob)
     assert line.content == "狗" and line.attachment["path"].startswith(f"images/{line.profile_id}/")
+
+
+# --- beside a live server the preview and the apply run in a child process (S4, issue 24 point 6) ---
+
+
+@pytest.fixture
+def tasks_on_server_threads(settings):
+    settings.TASKS = {"default": {"BACKEND": "previously.task_backend.ThreadPoolBackend"}}
+
+
+@pytest.fixture
+def not_in_this_process(monkeypatch):
+    def not_here(*args, **kwargs):
+        raise AssertionError("the import ran in the server's process")
+
+    monkeypatch.setattr(views, "import_full", not_here)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_beside_the_server_the_full_import_is_previewed_and_applied_in_a_child_process(
+        client, profile, bob, storage, tasks_on_server_threads, not_in_this_process):
+    """Reading a whole upload holds the GIL and takes memory: beside the server a child does it
+    (this process's importer made to fail), and the page shows the child's report as before."""
+    said = ["第一句 🐱", "second line, mixed 中文", "third ✨"]
+    for text in said:
+        MessageFactory(profile=profile, content=text)
+    preview = _preview_as(client, bob, profile)
+    assert preview.status_code == 200, preview.content.decode()[-2000:]
+    assert preview.context["preview"].counts["messages"]["created"] == 3
+    assert not Message.objects.filter(profile__user=bob).exists()
+    applied = client.post(reverse("data_import_apply"), {"token": preview.context["token"]})
+    assert applied.status_code == 200 and applied.context["applied"].counts["messages"]["created"] == 3
+    assert sorted(Message.objects.filter(profile__user=bob).values_list("content", flat=True)) == sorted(said)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_child_refusal_is_shown_in_the_persons_language(client, profile, storage, tasks_on_server_threads,
+                                                          not_in_this_process):
+    client.force_login(profile.user)
+    response = client.post(reverse("data_import_preview"), {"export": _upload({"format": "nope"})},
+                           HTTP_ACCEPT_LANGUAGE="zh-hans")
+    page = response.content.decode()
+    assert response.status_code == 400
+    assert "无法导入此文件；没有写入任何内容。" in page and "这不是 Previously 的导出文件" in page
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_apply_whose_child_dies_keeps_the_preview_to_apply_again(client, profile, bob, storage, settings,
+                                                                     tasks_on_server_threads, monkeypatch):
+    """A child that ends without saying how (killed, out of memory: here a program that fails at
+    once) is an interrupted apply: the page says so with its exit code, and the same preview
+    applied again finishes the import."""
+    token = _five_lines_previewed(client, profile, bob, settings)
+    monkeypatch.setattr(sys, "executable", shutil.which("false"))
+    stopped = client.post(reverse("data_import_apply"), {"token": token})
+    assert stopped.status_code == 400 and stopped.context["resume"] == token
+    assert "its process ended with code 1" in stopped.content.decode()
+    monkeypatch.undo()
+    finished = client.post(reverse("data_import_apply"), {"token": token})
+    assert finished.status_code == 200 and finished.context["applied"].counts["messages"]["created"] == 5
