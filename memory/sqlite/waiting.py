@@ -13,7 +13,7 @@ statement.
 
 A person's turn writes three times within a tenth of a second or so (the lease, their line, the
 reply). Marked only while each statement waits, the second and third found the next batch begun
-already, and the turn waited for a whole batch more than once; `writes_coming` marks the whole
+already, and the turn waited for a whole batch more than once; `WritesComing` marks the whole
 turn instead, from before its first write to its last, so an import gives way to it once and the
 turn's later writes find the lock free (BENCH §5)."""
 
@@ -109,20 +109,44 @@ _coming: dict[tuple[int, str], _Coming] = {}
 _coming_guard = threading.Lock()
 
 
-@contextmanager
-def writes_coming(alias: str = "default"):
-    """Around work that will write several times in quick succession for a waiting person (a chat
-    turn): a bulk writer between two batches gives way until it is done (`give_way`, at most
-    GIVE_WAY_MOST each time). Nothing on another engine, or on an in-memory database."""
-    conn = connections[alias]
-    waiting = Waiting.of(str(conn.settings_dict.get("NAME") or "")) if conn.vendor == "sqlite" else None
-    if waiting is None:
-        yield
-        return
-    with _coming_guard:  # per process: a forked child (a test's live server) opens its own
-        coming = _coming.setdefault((os.getpid(), waiting.path), _Coming(waiting.path))
-    coming.enter()
-    try:
-        yield
-    finally:
-        coming.leave()
+class WritesComing:
+    """Work that will write several times in quick succession for a waiting person (a chat turn),
+    announced from `start()` to `end()`: a bulk writer between two batches gives way until it ends
+    (`give_way`, at most GIVE_WAY_MOST each time). `paused()` around a stretch with no writes (the
+    model's stream: seconds, while an import would wait at every part). Nothing on another engine,
+    or on an in-memory database. Also a context manager (start, end)."""
+
+    def __init__(self, alias: str = "default"):
+        conn = connections[alias]
+        waiting = Waiting.of(str(conn.settings_dict.get("NAME") or "")) if conn.vendor == "sqlite" else None
+        self._coming, self._on = None, False
+        if waiting is not None:
+            with _coming_guard:  # per process: a forked child (a test's live server) opens its own
+                self._coming = _coming.setdefault((os.getpid(), waiting.path), _Coming(waiting.path))
+
+    def start(self) -> None:
+        if self._coming is not None and not self._on:
+            self._coming.enter()
+            self._on = True
+
+    def end(self) -> None:
+        if self._on:
+            self._on = False
+            self._coming.leave()
+
+    @contextmanager
+    def paused(self):
+        was = self._on
+        self.end()
+        try:
+            yield
+        finally:
+            if was:
+                self.start()
+
+    def __enter__(self) -> "WritesComing":
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.end()

@@ -10,7 +10,6 @@ import asyncio
 import functools
 import json
 import logging
-from contextlib import ExitStack
 from importlib import import_module
 from types import SimpleNamespace
 
@@ -23,7 +22,7 @@ from django.utils.translation import gettext_lazy
 from memory import limits
 from memory.models import Profile
 from memory.models.archive import OBJECT_ID_RE
-from memory.sqlite.waiting import writes_coming
+from memory.sqlite.waiting import WritesComing
 from previously.chat import guard, off_record, turn
 from previously.chat.db import db_call
 from previously.chat.proactive import should_welcome_back, welcome_back_task
@@ -104,15 +103,6 @@ def _session_alive(scope) -> bool:
         return True  # no cookie session (in-process test scopes): nothing to re-check
     fresh = import_module(settings.SESSION_ENGINE).SessionStore(session_key=session.session_key)
     return get_user(SimpleNamespace(session=fresh)).pk == scope["user"].pk
-
-
-def _turn_writes() -> ExitStack:
-    """A turn's writes announced, from its lease to its reply (closed when the reply is archived):
-    an import between two batches lets them in first, so the turn waits for one step of a batch
-    at most, once (memory.sqlite.waiting.writes_coming; S4, BENCH §5)."""
-    coming = ExitStack()
-    coming.enter_context(writes_coming())
-    return coming
 
 
 class ChatConsumer(AsyncWebsocketConsumer):
@@ -310,21 +300,25 @@ class ChatConsumer(AsyncWebsocketConsumer):
             return
         await self._run_turn(handler, data, over, coming)
 
-    async def _take_turn(self) -> ExitStack | None:
-        """The profile's turn lease (S3), the turn's writes announced from before it (`_turn_writes`,
-        to be closed when the reply is archived); None when another turn holds the lease."""
-        coming = _turn_writes()
+    async def _take_turn(self) -> WritesComing | None:
+        """The profile's turn lease (S3), the turn's writes announced from before it, to end when
+        its reply is archived: an import between two batches lets them in first, so the turn waits
+        for one part of a batch at most, once (memory.sqlite.waiting; S4, BENCH §5). None when
+        another turn holds the lease."""
+        coming = WritesComing()
+        coming.start()
         try:
             if await take_turn(self.profile):
                 return coming
         except BaseException:
-            coming.close()
+            coming.end()
             raise
-        coming.close()
+        coming.end()
         return None
 
-    async def _run_turn(self, handler, data: dict, over: asyncio.Event, coming: ExitStack) -> None:
-        """The turn, its lease taken; `coming` (`_turn_writes`) ends when its reply is archived."""
+    async def _run_turn(self, handler, data: dict, over: asyncio.Event, coming: WritesComing) -> None:
+        """The turn, its lease taken; `coming` (`_take_turn`) ends when its reply is archived, and
+        pauses while the model streams (guard.writes_paused)."""
         stop = guard.Running.start(self.profile.pk)
         keeper = asyncio.create_task(guard.keep_turn(self.profile, renew_turn))
         released = False
@@ -333,7 +327,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             nonlocal released
             if not released:
                 released = True
-                coming.close()
+                coming.end()
                 keeper.cancel()
                 guard.Running.finish(self.profile.pk, stop)
                 try:
@@ -343,6 +337,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
                     over.set()  # a line waiting behind this turn may take the profile now
 
         guard.set_on_archived(release)  # this task's context only
+        guard.set_turn_writes(coming)
         try:
             async with self.turn_lock:
                 await handler(self.profile, data, self.send_html, stop=stop)

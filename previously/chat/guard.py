@@ -14,6 +14,7 @@ import asyncio
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
+from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -23,6 +24,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from memory.models import Profile
+from memory.sqlite.waiting import WritesComing
 
 TURN_LEASE = timedelta(seconds=60)  # how long a crashed process's turn can block its profile
 TURN_RENEW_SECONDS = 20.0  # a running turn renews its lease this often (well inside TURN_LEASE)
@@ -136,3 +138,23 @@ async def reply_archived(*, freed: bool = False) -> None:
     if callback is not None:
         _on_archived.set(None)
         await callback(freed)
+
+
+# The turn's writes announced to an import (memory.sqlite.waiting.WritesComing; set by the consumer
+# for the task running the turn), paused while the model streams: seconds in which the turn
+# writes nothing, while an import would wait for it before each of its parts (S4, BENCH §5).
+_turn_writes: ContextVar[WritesComing | None] = ContextVar("turn_writes", default=None)
+
+
+def set_turn_writes(coming: WritesComing):
+    return _turn_writes.set(coming)
+
+
+@contextmanager
+def writes_paused():
+    coming = _turn_writes.get()
+    if coming is None:
+        yield
+        return
+    with coming.paused():
+        yield

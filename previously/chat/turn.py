@@ -688,10 +688,11 @@ async def generate(
         await send(render("token", umid=umid, text=text))
     else:
         try:
-            stopped = await _stream(
-                provider, prepared.messages, cleaner, send, umid, stop or asyncio.Event(),
-                prompt_tokens=prepared.trace["tokens"]["total"],
-            )
+            with guard.writes_paused():  # the model's seconds: an import need not wait for them
+                stopped = await _stream(
+                    provider, prepared.messages, cleaner, send, umid, stop or asyncio.Event(),
+                    prompt_tokens=prepared.trace["tokens"]["total"],
+                )
         except ProviderError as exc:
             error = exc.notice  # in the person's language; the detail goes to the log
             log.warning("reply to %s failed: %s", umid, exc)

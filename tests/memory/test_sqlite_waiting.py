@@ -15,7 +15,7 @@ from memory.interop.history import HistoryImport, apply
 from memory.interop.history import write as history_write
 from memory.models import Message, Profile
 from memory.sqlite import waiting as waiting_module
-from memory.sqlite.waiting import writes_coming
+from memory.sqlite.waiting import WritesComing
 from tests.factories import ProfileFactory
 from tests.memory.history import samples
 
@@ -103,10 +103,10 @@ def test_reads_and_writes_inside_a_transaction_are_not_marked(sqlite_file, monke
 
 
 def test_a_turn_under_way_is_seen_until_the_last_of_overlapping_turns_ends(sqlite_file):
-    """A chat turn marks itself from its first write to its last (writes_coming), not only while
+    """A chat turn marks itself from its first write to its last (WritesComing), not only while
     each statement waits: its second and third writes found the next batch begun already."""
     assert not connection.waiting.someone_waits()
-    first, second = writes_coming(), writes_coming()
+    first, second = WritesComing(), WritesComing()
     first.__enter__()
     assert connection.waiting.someone_waits()
     second.__enter__()
@@ -128,7 +128,7 @@ def test_a_turn_begun_while_a_batch_is_made_goes_before_that_batch(sqlite_file, 
     def rows(self, batch, attachments):
         made = real_rows(self, batch, attachments)
         if not events:  # the first batch: another person's turn begins while it is made
-            turn = writes_coming()
+            turn = WritesComing()
             turn.__enter__()
             events.append("turn began")
 
@@ -156,7 +156,7 @@ def test_a_batch_commits_after_the_part_in_hand_when_someone_begins_to_wait(sqli
     whole batch; alone, the batch is one transaction."""
     monkeypatch.setattr(bulk_insert, "STEP_ROWS", 2)
     events = []
-    turn = writes_coming()
+    turn = WritesComing()
 
     def write(part):
         events.append(f"part {part}")
@@ -175,7 +175,7 @@ def test_a_batch_commits_after_the_part_in_hand_when_someone_begins_to_wait(sqli
 
 
 def test_a_part_that_fails_keeps_the_committed_parts_and_their_images_and_removes_its_own(
-        sqlite_file, tmp_path, user, profile, monkeypatch):
+        sqlite_file, tmp_path, user, profile, monkeypatch, media_in_tmp):
     """A history import's batch written in parts (someone waiting after each): a failure keeps
     what was committed, and no image file is left behind for a line that was not (A7, S4)."""
     monkeypatch.setattr(bulk_insert, "STEP_ROWS", 1)
@@ -192,7 +192,7 @@ def test_a_part_that_fails_keeps_the_committed_parts_and_their_images_and_remove
         return real_write(self, made, *args)
 
     monkeypatch.setattr(history_write._Writer, "_write", write)
-    with writes_coming(), pytest.raises(RuntimeError), HistoryImport(path, user=user) as imp:
+    with WritesComing(), pytest.raises(RuntimeError), HistoryImport(path, user=user) as imp:
         apply(imp)
     kept = Message.objects.get(profile=profile, mid=photos[0])
     assert not Message.objects.filter(profile=profile, mid=photos[1]).exists()

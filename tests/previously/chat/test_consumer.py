@@ -324,14 +324,15 @@ async def test_a_typing_frame_sets_background_model_work_aside_and_answers_nothi
     assert llm_server.requests == []
 
 
+def _file_waiting():
+    connections["default"].ensure_connection()
+    return getattr(connections["default"], "waiting", None)  # memory.sqlite's, on a file
+
+
 async def test_an_import_sees_a_turn_under_way_until_its_reply_is_archived_s4(connect, user, profile, monkeypatch):
     """BENCH §5: between two batches an import gives way to a turn from its line to its reply
-    (memory.sqlite.waiting.writes_coming), not only while one of its writes waits for the lock."""
-    def waiting():
-        connections["default"].ensure_connection()
-        return getattr(connections["default"], "waiting", None)  # memory.sqlite's, on a file
-
-    if await database_sync_to_async(waiting)() is None:
+    (memory.sqlite.waiting.WritesComing), not only while one of its writes waits for the lock."""
+    if await database_sync_to_async(_file_waiting)() is None:
         pytest.skip("SQLite's one write lock, in a file other processes open")
     seen = []
     real = turn.store_reply
@@ -348,4 +349,32 @@ async def test_an_import_sees_a_turn_under_way_until_its_reply_is_archived_s4(co
     finally:
         reset_provider(None)
     assert seen == [True]
-    assert not (await database_sync_to_async(waiting)()).someone_waits()
+    assert not (await database_sync_to_async(_file_waiting)()).someone_waits()
+
+
+async def test_while_the_model_streams_an_import_does_not_wait_for_the_turn_s4(connect, user, profile, llm_server,
+                                                                            llm_provider, monkeypatch):
+    """The model's seconds hold no write: the announcement pauses for them, so an import is not
+    kept waiting at every part of its batches while a reply streams; the reply's write is
+    announced again."""
+    waiting = await database_sync_to_async(_file_waiting)()
+    if waiting is None:
+        pytest.skip("SQLite's one write lock, in a file other processes open")
+    seen = {}
+    real_stream, real_store = turn._stream, turn.store_reply
+
+    async def stream(*args, **kwargs):
+        seen["streaming"] = waiting.someone_waits()
+        return await real_stream(*args, **kwargs)
+
+    def store_reply(*args, **kwargs):
+        seen["storing"] = connections["default"].waiting.someone_waits()
+        return real_store(*args, **kwargs)
+
+    monkeypatch.setattr(turn, "_stream", stream)
+    monkeypatch.setattr(turn, "store_reply", store_reply)
+    llm_server.script(Turn(chunks=["慢慢", "来 ", "slowly 🙂"]))
+    chat = await connect(user)
+    frames = await chat.say("tell me slowly", mid=new_mid(1))
+    assert "慢慢来 slowly 🙂" in frames[-1]
+    assert seen == {"streaming": False, "storing": True}
