@@ -3,12 +3,17 @@ of its own, so a history import's parsing and row building do not slow every oth
 and socket in the server process, and the memory it took goes back to the system when it ends.
 
 `run(command, payload)` starts `manage.py COMMAND`, hands it `payload` and this process's settings
-on stdin, and waits; the command calls `received()`. The child reaches the same database
+on stdin, and waits; the command calls `received()`. `ask(command, payload)` does the same and
+returns what the command handed back with `reply(...)` (a dict, pickled, base64 on one line), or
+raises `Ended` when it ended without a word. The child reaches the same database
 (DATABASE_URL of this process's connection) and sees the same media folder and storages,
 secret key and tunables as this process, whatever set them (the environment, or a test)."""
 
+import base64
 import json
+import logging
 import os
+import pickle
 import subprocess
 import sys
 from urllib.parse import quote
@@ -17,6 +22,8 @@ from django.conf import settings
 from django.core.files.storage import storages
 from django.db import connections
 from django.tasks import task_backends
+from django.utils import translation
+from django.utils.translation import gettext
 
 from previously.task_backend import ThreadPoolBackend
 from previously.tunables import TUNABLES
@@ -24,6 +31,17 @@ from previously.tunables import TUNABLES
 # What a child must see as this process does; every other setting comes from the environment.
 CARRIED = ("SECRET_KEY", "MEDIA_ROOT", "STORAGES", *TUNABLES)
 STDERR_KEPT = 4000  # characters of a failed child's output kept for the log
+
+log = logging.getLogger(__name__)
+
+
+class Ended(Exception):
+    """A child that ended without answering (killed, out of memory, a broken start): its exit
+    code, said in the language in force."""
+
+    def __init__(self, code: int):
+        self.code = code
+        super().__init__(gettext("its process ended with code %(code)s") % {"code": code})
 
 
 def database_url(alias: str = "default") -> str:
@@ -61,11 +79,29 @@ def run(command: str, payload: dict, *, answer: bool = False) -> subprocess.Comp
     return done
 
 
+def ask(command: str, payload: dict) -> dict:
+    """Run `manage.py COMMAND` with `payload` and the language in force (the child speaks it),
+    and return its `reply`; raises Ended when it ended without one."""
+    done = run(command, {**payload, "language": translation.get_language()}, answer=True)
+    if done.returncode != 0:
+        log.error("%s %s: its process ended with %s: %s", command, payload.get("token", ""), done.returncode, done.stderr)
+        raise Ended(done.returncode)
+    return pickle.loads(base64.b64decode(done.stdout))
+
+
+def reply(stream, answer: dict) -> None:
+    """In the child: hand `answer` back to the parent's `ask`."""
+    stream.write(base64.b64encode(pickle.dumps(answer)).decode("ascii"))
+
+
 def received(stream=None) -> dict:
-    """In the child: take the parent's settings on, and give back its payload."""
+    """In the child: take the parent's settings on (and the language `ask` sent), and give back
+    its payload."""
     given = json.loads((stream or sys.stdin).read())
     if "backends" in storages.__dict__:  # a storage was made from the settings it had before
         raise RuntimeError("the storages were set up before the parent's settings were taken")
     for name, value in given["settings"].items():
         setattr(settings, name, value)
+    if given["payload"].get("language"):
+        translation.activate(given["payload"]["language"])
     return given["payload"]

@@ -4,11 +4,11 @@
 a refused file leaves no trace), then reads the file again and writes each conversation's new
 rows in batches of PREVIOUSLY_HISTORY_BATCH_ROWS, each in its own short transaction, so another
 writer gets the lock between two; when one begins to wait during a batch, the batch commits
-after its part in hand (`write_in_steps`) and gives way. In each part the rows go
-in as plain rows (bulk_insert, as the legacy importer does) with keys reserved up front, replies
-are tied to the user line they answer (`reply_of`, U2) and the visible lines enter the recall
-index in the same transaction (D3). Sentence vectors are left to `manage.py embed_backfill`, as for the legacy
-import: making 150k of them would take the import far past its budget (BENCH §5).
+after its part in hand (`write_in_steps`) and gives way. In each part the rows go in as plain
+rows (bulk_insert, as the legacy importer does) with keys reserved up front, replies are tied to
+the user line they answer (`reply_of`, U2) and the visible lines enter the recall index in the
+same transaction (D3). Sentence vectors are left to `manage.py embed_backfill`, as for the
+legacy import: making 150k of them would take the import far past its budget (BENCH §5).
 
 Slices (S1): each source conversation is split by the idle gap into segments; each segment is
 its own slice (closed, reason `import`), never one of live chat's or another conversation's.

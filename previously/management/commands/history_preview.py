@@ -1,13 +1,9 @@
 """The data page's history preview, in a process of its own (previously/child.py): the server
-starts it with the upload's token on stdin and reads back the report, or the refusal, pickled
-(base64, one line). Not for typing by hand: `import_history --dry-run` previews from the shell."""
-
-import base64
-import pickle
+starts it with the upload's token on stdin and reads back the report, or the refusal
+(child.reply). Not for typing by hand: `import_history --dry-run` previews from the shell."""
 
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand
-from django.utils import translation
 
 from memory.interop.history import Refused
 from previously import child
@@ -20,10 +16,9 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         asked = child.received()
-        translation.activate(asked["language"])
         user = get_user_model().objects.get(pk=asked["user_id"])
         try:
             answer = {"report": preview_report(asked["token"], user, asked["name"], asked["key"], asked["fmt"])}
         except Refused as exc:
             answer = {"refused": {"file": exc.file, "problem": str(exc.problem), "record": exc.record}}
-        self.stdout.write(base64.b64encode(pickle.dumps(answer)).decode("ascii"))
+        child.reply(self.stdout, answer)

@@ -18,11 +18,9 @@ the companion settings page's catch-up section (H3: its estimate and its button)
 knows the one pending and the one running import, so nobody else's token is ever read (P2).
 """
 
-import base64
 import json
 import logging
 import os
-import pickle
 import time
 from pathlib import Path
 
@@ -34,7 +32,6 @@ from django.db import DatabaseError
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
 from django.tasks import task
-from django.utils.translation import get_language
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
@@ -140,15 +137,14 @@ def preview_report(token: str, user, name: str, key: str, fmt: str) -> Report:
 def _previewed(request, token: str, name: str, key: str, fmt: str) -> Report:
     """`preview_report`, beside the server in a child process (`manage.py history_preview`,
     previously/child.py) so reading a big file never holds the GIL other people's pages wait
-    for; elsewhere (a test), here. The child hands back the report, or its refusal, pickled."""
+    for; elsewhere (a test), here. The child hands back the report, or its refusal."""
     if not child.beside_server():
         return preview_report(token, request.user, name, key, fmt)
-    done = child.run("history_preview", {"token": token, "user_id": request.user.pk, "name": name, "key": key,
-                                         "fmt": fmt, "language": get_language()}, answer=True)
-    if done.returncode != 0:
-        log.error("history preview %s: its process ended with %s: %s", token, done.returncode, done.stderr)
-        raise Refused(name, _("its process ended with code %(code)s") % {"code": done.returncode})
-    answer = pickle.loads(base64.b64decode(done.stdout))
+    try:
+        answer = child.ask("history_preview", {"token": token, "user_id": request.user.pk, "name": name, "key": key,
+                                               "fmt": fmt})
+    except child.Ended as exc:
+        raise Refused(name, str(exc)) from exc
     if "refused" in answer:
         raise Refused(**answer["refused"])
     return answer["report"]
@@ -240,8 +236,7 @@ def apply_history(token: str, user_id: int, profile_key: str, fmt: str, name: st
     # It died before it could say how it ended (killed, out of memory, a broken start).
     log.error("history import %s: its process ended with %s: %s", token, done.returncode, done.stderr)
     drop_preview(token)
-    _write_progress(token, {"state": "stopped", "error": _("its process ended with code %(code)s")
-                            % {"code": done.returncode}})
+    _write_progress(token, {"state": "stopped", "error": str(child.Ended(done.returncode))})
     return "stopped"
 
 

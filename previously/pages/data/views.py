@@ -5,9 +5,6 @@ The preview and the apply read the whole upload; beside the server they run in a
 person's page and socket wait for nor leaves the server process the memory it took (S4, issue 24
 point 6). The request waits for the child and shows its report as before."""
 
-import base64
-import logging
-import pickle
 import tempfile
 
 from django.conf import settings
@@ -19,7 +16,6 @@ from django.dispatch import receiver
 from django.http import FileResponse, Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.utils import timezone
-from django.utils.translation import get_language
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_http_methods, require_POST
 
@@ -35,8 +31,6 @@ from memory.interop.previews import (
 )
 from memory.models import Profile
 from previously import child
-
-log = logging.getLogger(__name__)
 
 
 @receiver(user_logged_out)
@@ -158,13 +152,10 @@ def _imported(token: str, target, *, dry_run: bool):
     worker), here. The child's refusal or interruption is raised here as it was there."""
     if not child.beside_server():
         return full_report(token, target.pk, dry_run=dry_run)
-    done = child.run("data_import", {"token": token, "user_id": target.pk, "dry_run": dry_run,
-                                     "language": get_language()}, answer=True)
-    if done.returncode != 0:
-        log.error("data import %s: its process ended with %s: %s", token, done.returncode, done.stderr)
-        ended = _("its process ended with code %(code)s") % {"code": done.returncode}
-        raise BadExport(ended) if dry_run else ImportInterrupted(ended)  # a preview wrote nothing
-    answer = pickle.loads(base64.b64decode(done.stdout))
+    try:
+        answer = child.ask("data_import", {"token": token, "user_id": target.pk, "dry_run": dry_run})
+    except child.Ended as exc:
+        raise (BadExport(str(exc)) if dry_run else ImportInterrupted(str(exc))) from exc  # a preview wrote nothing
     if "refused" in answer:
         raise BadExport(answer["refused"])
     if "interrupted" in answer:

@@ -111,8 +111,8 @@ def test_upload_of_a_non_export_is_refused_with_a_message(client, profile, stora
     assert "not a Previously export" in response.content.decode()
 
 
-def test_a_refused_import_is_explained_in_the_persons_language(client, profile, storage):
-    """The lead sentence is translated, and so is the checker's detail (issue 25 point 7, U-series)."""
+def _refused_in_chinese(client, profile) -> str:
+    """A file that is no export, previewed by a person whose page is in Chinese: the page."""
     client.force_login(profile.user)
     response = client.post(reverse("data_import_preview"), {"export": _upload({"format": "nope"})},
                            HTTP_ACCEPT_LANGUAGE="zh-hans")
@@ -120,6 +120,12 @@ def test_a_refused_import_is_explained_in_the_persons_language(client, profile, 
     assert response.status_code == 400
     assert "无法导入此文件；没有写入任何内容。" in page and "这不是 Previously 的导出文件" in page
     assert "not a Previously export" not in page
+    return page
+
+
+def test_a_refused_import_is_explained_in_the_persons_language(client, profile, storage):
+    """The lead sentence is translated, and so is the checker's detail (issue 25 point 7, U-series)."""
+    _refused_in_chinese(client, profile)
     response = client.post(reverse("data_import_preview"), {}, HTTP_ACCEPT_LANGUAGE="zh-hans")
     assert "请选择要上传的导出文件。" in response.content.decode()
 
@@ -318,12 +324,7 @@ def test_beside_the_server_the_full_import_is_previewed_and_applied_in_a_child_p
 @pytest.mark.django_db(transaction=True)
 def test_a_child_refusal_is_shown_in_the_persons_language(client, profile, storage, tasks_on_server_threads,
                                                           not_in_this_process):
-    client.force_login(profile.user)
-    response = client.post(reverse("data_import_preview"), {"export": _upload({"format": "nope"})},
-                           HTTP_ACCEPT_LANGUAGE="zh-hans")
-    page = response.content.decode()
-    assert response.status_code == 400
-    assert "无法导入此文件；没有写入任何内容。" in page and "这不是 Previously 的导出文件" in page
+    _refused_in_chinese(client, profile)
 
 
 @pytest.mark.django_db(transaction=True)
