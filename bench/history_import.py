@@ -36,7 +36,7 @@ import time
 import zipfile
 from pathlib import Path
 
-from bench.import_upload import post_form, preview_token, session_cookie, upload
+from bench.import_upload import post_form, preview_token, session_cookie, upload, wait_for_import
 from bench.machine import load_numbers
 from bench.stack import PRODUCTION_OVER_HTTP
 from tests.hostile.server import Probe, SocketProbe, get, rss_bytes, start
@@ -252,7 +252,6 @@ def live(path: Path, work: Path) -> dict:
     try:
         port, pid = stack.ports[0], stack.procs[0].pid
         bystander, importer = session_cookie(stack, "bystander"), session_cookie(stack, "importer")
-        progress = stack.var_dir / "media" / "imports"
         get(port, "/", bystander)  # their page is open already: its first render is not the import's doing
         server_start_mb = rss_bytes(pid) / 1024 / 1024
         # Their page fetched every 0.1 s, and their chat over the socket: a line every 0.5 s, timed
@@ -268,15 +267,7 @@ def live(path: Path, work: Path) -> dict:
             token = preview_token(page)
             t1, m1 = time.perf_counter(), time.monotonic()
             post_form(port, importer, "/data/history/apply/", {"token": token})
-            state = {}
-            while state.get("state") not in ("done", "refused", "stopped"):
-                time.sleep(0.5)
-                try:
-                    state = json.loads((progress / f"{token}.progress.json").read_text())
-                except (OSError, ValueError):
-                    state = {}
-                if time.perf_counter() - t1 > 1800:
-                    raise RuntimeError(f"the apply did not finish in 30 minutes: {state}")
+            state = wait_for_import(stack, token)
             apply_s = time.perf_counter() - t1
             time.sleep(1)  # a second of probes after
         if state.get("state") != "done":

@@ -176,6 +176,21 @@ def preview_token(page: str) -> str:
     return re.search(r'name="token" value="([^"]+)"', page).group(1)
 
 
+def wait_for_import(stack, token: str, limit: float = 1800) -> dict:
+    """How the background apply of `token` ended, read from its progress file as the progress
+    page reads it (previously/pages/data/progress.py), polled every 0.5 s."""
+    path, began, state = Path(stack.var_dir) / "media" / "imports" / f"{token}.progress.json", time.monotonic(), {}
+    while state.get("state") not in ("done", "refused", "stopped"):
+        time.sleep(0.5)
+        try:
+            state = json.loads(path.read_text())
+        except (OSError, ValueError):
+            state = {}
+        if time.monotonic() - began > limit:
+            raise RuntimeError(f"the apply did not finish in {limit:.0f} s: {state}")
+    return state
+
+
 def anonymous(port: int, pid: int, bystander: str) -> dict:
     headers = {"Content-Type": f"multipart/form-data; boundary={BOUNDARY}", "Content-Length": str(200 * MB)}
     zeros = b"\0" * MB
@@ -196,7 +211,7 @@ def anonymous(port: int, pid: int, bystander: str) -> dict:
             "other_p99_ms": probe.p99() * 1000, "other": probe.summary()}
 
 
-def import_at_size(port: int, pid: int, cookie: str, bystander: str, export: Path) -> dict:
+def import_at_size(stack, port: int, pid: int, cookie: str, bystander: str, export: Path) -> dict:
     before = rss_bytes(pid)
     with Probe(port, pid, path="/data/", cookie=bystander, every=0.2) as probe:
         began = time.monotonic()
@@ -204,8 +219,9 @@ def import_at_size(port: int, pid: int, cookie: str, bystander: str, export: Pat
         preview_s = time.monotonic() - began
         applied_status = None
         if status == 200:
-            began = time.monotonic()
-            applied_status, page = post_form(port, cookie, "/data/import/apply/", {"token": preview_token(page)})
+            began, token = time.monotonic(), preview_token(page)
+            post_form(port, cookie, "/data/import/apply/", {"token": token})  # sent to its progress page
+            applied_status = wait_for_import(stack, token).get("state")
         apply_s = time.monotonic() - began if status == 200 else 0.0
     return {"preview_status": status, "apply_status": applied_status, "preview_s": preview_s, "apply_s": apply_s,
             "peak_mb": probe.peak_rss / MB, "peak_with_children_mb": probe.peak_tree_rss / MB,
@@ -240,7 +256,7 @@ def run(records: int = 1_000_000, anonymous_too: bool = True) -> dict:
             size = write_export(export, records)
             results["export_mb"] = size / MB
             results["records"] = records
-            results["import"] = import_at_size(port, pid, uploader, bystander, export)
+            results["import"] = import_at_size(stack, port, pid, uploader, bystander, export)
             results["load_after"] = "load average " + load_average()
         finally:
             stack.stop()

@@ -87,7 +87,7 @@ def _pass(export: Export, plans: list, *, user, report: FullReport, out: Writes,
                 step(p, records)
             read.add(kind)
         if progress:
-            progress("profiles", len(plans), len(plans))
+            progress(kind_shown("the profiles"), len(plans), len(plans))
     except BadFile as exc:
         raise BadExport(str(exc)) from None
     except (KeyError, TypeError, ValueError, OverflowError, IntegrityError, DataError) as exc:

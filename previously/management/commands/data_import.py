@@ -1,13 +1,14 @@
 """The data page's full import (preview or apply), in a process of its own (previously/child.py):
-the server starts it with the upload's token on stdin and reads back the report, the refusal or
-the interruption (child.reply). Not for typing by hand: `import_full` imports from
-the shell."""
+the server starts it with the upload's token on stdin. A preview hands back its report or its
+refusal (child.reply); an apply writes its progress and its end for the page
+(previously/pages/data/progress.py). Not for typing by hand: `import_full` imports from the
+shell."""
 
 from django.core.management.base import BaseCommand
 
-from memory.interop.full_import import BadExport, ImportInterrupted
+from memory.interop.full_import import BadExport
 from previously import child
-from previously.pages.data.views import full_report
+from previously.pages.data.views import preview_report, run_full_apply
 
 
 class Command(BaseCommand):
@@ -16,10 +17,11 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         asked = child.received()
+        if not asked["dry_run"]:
+            run_full_apply(asked["token"], asked["user_id"])
+            return
         try:
-            answer = {"report": full_report(asked["token"], asked["user_id"], dry_run=asked["dry_run"])}
+            answer = {"report": preview_report(asked["token"], asked["user_id"])}
         except BadExport as exc:
             answer = {"refused": str(exc)}
-        except ImportInterrupted as exc:
-            answer = {"interrupted": str(exc)}
         child.reply(self.stdout, answer)

@@ -18,16 +18,12 @@ the companion settings page's catch-up section (H3: its estimate and its button)
 knows the one pending and the one running import, so nobody else's token is ever read (P2).
 """
 
-import json
 import logging
-import os
-import time
 from pathlib import Path
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
-from django.core.files.storage import default_storage
 from django.db import DatabaseError
 from django.http import Http404
 from django.shortcuts import get_object_or_404, redirect, render
@@ -41,7 +37,6 @@ from memory.interop.history.detect import APP_NAMES
 from memory.interop.history.plan import Stage
 from memory.interop.history.shapes import APPS
 from memory.interop.previews import (
-    TOKEN_RE,
     drop_preview,
     preview_exists,
     preview_path,
@@ -52,35 +47,13 @@ from memory.models.archive import PROFILE_KEY_RE
 from previously import child
 from previously.agent import catch_up
 from previously.pages.current_profile import current_profile
+from previously.pages.data import progress
 
 log = logging.getLogger(__name__)
 PENDING = "history_import_pending"
 RUNNING = "history_import_running"
 SHOWN = 50  # conversations listed on the preview (the totals count them all)
 CARD = "card"  # the format a character card is (as `import_history --format card`)
-PROGRESS_EVERY = 0.5  # seconds between two progress writes within a stage
-ENDED = ("done", "refused", "stopped")
-
-
-def _progress_file(token: str) -> Path:
-    if not TOKEN_RE.fullmatch(str(token)):
-        raise Http404("no such import")
-    return Path(default_storage.path(f"imports/{token}.progress.json"))
-
-
-def _write_progress(token: str, state: dict) -> None:
-    path = _progress_file(token)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(state, ensure_ascii=False))
-    os.replace(tmp, path)
-
-
-def _read_progress(token: str) -> dict | None:
-    try:
-        return json.loads(_progress_file(token).read_text())
-    except (OSError, ValueError):
-        return None
 
 
 def _context(request, **extra) -> dict:
@@ -179,7 +152,7 @@ def history_apply(request):
     if pending.get("format") == CARD:
         return _card_apply(request, pending)
     token = pending["token"]
-    _write_progress(token, {"state": "queued", "done": 0, "total": 0})
+    progress.write(token, {"state": "queued", "done": 0, "total": 0})
     request.session[RUNNING] = token
     apply_history.enqueue(token, request.user.pk, pending["profile"], pending["format"], pending["name"])
     return redirect("data_history_progress", token=token)
@@ -189,7 +162,7 @@ def history_apply(request):
 def history_progress(request, token: str):
     if request.session.get(RUNNING) != token:
         raise Http404("no such import")
-    state = _read_progress(token) or {"state": "gone"}
+    state = progress.read(token) or {"state": "gone"}
     template = "data/history.html#progress" if request.headers.get("HX-Request") else "data/history.html"
     extra = {}
     if state.get("state") == "done":
@@ -230,30 +203,22 @@ def apply_history(token: str, user_id: int, profile_key: str, fmt: str, name: st
         return run_apply(token, user_id, profile_key, fmt, name)
     done = child.run("history_apply", {"token": token, "user_id": user_id, "profile_key": profile_key,
                                        "fmt": fmt, "name": name})
-    state = _read_progress(token) or {}
-    if done.returncode == 0 and state.get("state") in ENDED:
+    state = progress.read(token) or {}
+    if done.returncode == 0 and state.get("state") in progress.ENDED:
         return state["state"]
     # It died before it could say how it ended (killed, out of memory, a broken start).
     log.error("history import %s: its process ended with %s: %s", token, done.returncode, done.stderr)
     drop_preview(token)
-    _write_progress(token, {"state": "stopped", "error": str(child.Ended(done.returncode))})
+    progress.write(token, {"state": "stopped", "error": str(child.Ended(done.returncode))})
     return "stopped"
 
 
 def run_apply(token: str, user_id: int, profile_key: str, fmt: str, name: str) -> str:
     """The import itself, in this process (`apply_history` decides where it runs)."""
     user = get_object_or_404(get_user_model(), pk=user_id)
-    last = {"at": 0.0, "stage": None}
-
-    def progress(stage: str, done: int, total: int) -> None:
-        now = time.monotonic()
-        if stage != last["stage"] or now - last["at"] >= PROGRESS_EVERY:  # a new stage is written at once
-            last.update(at=now, stage=stage)
-            _write_progress(token, {"state": "running", "stage": stage, "done": done, "total": total})
-
     try:
         with HistoryImport(preview_path(token), user=user, name=name, profile_key=profile_key, fmt=fmt) as imp:
-            report = apply(imp, progress=progress)
+            report = apply(imp, progress=progress.reporter(token))
         t = report.total()
         state = {"state": "done", "written": report.written, "slices": report.slices, "lines": t.lines,
                  "alternatives": t.alternatives, "already": t.already, "tombstoned": t.tombstoned,
@@ -268,5 +233,5 @@ def run_apply(token: str, user_id: int, profile_key: str, fmt: str, name: str) -
         state = {"state": "stopped", "error": exc.__class__.__name__}
     finally:
         drop_preview(token)
-    _write_progress(token, state)
+    progress.write(token, state)
     return state["state"]

@@ -3,8 +3,12 @@
 The preview and the apply read the whole upload; beside the server they run in a child process
 (`manage.py data_import`, previously/child.py), so their parsing neither holds the GIL every other
 person's page and socket wait for nor leaves the server process the memory it took (S4, issue 24
-point 6). The request waits for the child and shows its report as before."""
+point 6). The preview's request waits for its child and shows the report. The apply runs as a task
+(`apply_full`) that writes its progress beside the upload (previously/pages/data/progress.py); the
+request sends the person to the progress page, which polls it with htmx and shows the report, or
+what stopped it and the button that finishes it from the same preview."""
 
+import logging
 import tempfile
 
 from django.conf import settings
@@ -15,9 +19,10 @@ from django.core.exceptions import PermissionDenied
 from django.dispatch import receiver
 from django.http import FileResponse, Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.utils import timezone
+from django.tasks import task
+from django.utils import timezone, translation
 from django.utils.translation import gettext as _
-from django.views.decorators.http import require_http_methods, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from memory.interop.export import export_full, json_bytes, profiles_for, write_export
 from memory.interop.full_import import BadExport, ImportInterrupted, import_full
@@ -31,6 +36,12 @@ from memory.interop.previews import (
 )
 from memory.models import Profile
 from previously import child
+from previously.pages.data import progress
+
+RUNNING = "full_import_running"  # the session's key for the token of the apply it follows
+NOTES_SHOWN = 50  # an apply's notes kept for its page (data/counts.html shows as many)
+
+log = logging.getLogger(__name__)
 
 
 @receiver(user_logged_out)
@@ -92,10 +103,14 @@ def data_import_preview(request):
             request, target, _("That file is %(size)s bytes; the limit is %(limit)s bytes (PREVIOUSLY_MAX_IMPORT_BYTES).")
             % {"size": f"{upload.size:,}", "limit": f"{limit:,}"},
         )
+    under_way = pending_preview(request.user)
+    if under_way is not None and (progress.read(under_way.token) or {}).get("state") in progress.UNDER_WAY:
+        # Its apply reads that upload still: a new one would replace it part-way.
+        return _page_with_error(request, target, _("An import of yours is under way; upload the next file once it has finished."))
     # S4, issue 24 point 7: one pending preview per person — this one replaces any earlier one.
     token = save_preview(upload, uploader=request.user, target=target)  # as sent, streamed from its temp file
     try:
-        report = _imported(token, target, dry_run=True)
+        report = _previewed(token, target)
     except BadExport as exc:
         drop_preview(token)
         return _page_with_error(request, target, _refused(exc))
@@ -121,45 +136,91 @@ def data_import_apply(request):
     User = get_user_model()
     target = get_object_or_404(User, pk=pending.target_id)
     _target_user(request, target.get_username())  # re-check: staff rights may have changed
-    try:
-        report = _imported(pending.token, target, dry_run=False)
-    except BadExport as exc:
-        drop_preview(pending.token)
-        return _page_with_error(request, target, _refused(exc))
-    except ImportInterrupted as exc:
-        # Issue 25 point 6: what was written stays and the preview is kept, so applying it again
-        # finishes the import (what exists is skipped, X2) without uploading the file again.
-        return _page_with_error(request, target, _(
-            "The import stopped part-way; what was written is kept. Apply it again to finish"
-            " (nothing is doubled). Details: %(reason)s") % {"reason": exc}, resume=pending.token)
-    drop_preview(pending.token)
-    return render(request, "data/data.html", {
-        "target": target, "profiles": Profile.objects.for_user(target), "applied": report,
-    })
+    request.session[RUNNING] = pending.token
+    if (progress.read(pending.token) or {}).get("state") not in progress.UNDER_WAY:  # not twice at once
+        progress.write(pending.token, {"state": "queued", "done": 0, "total": 0})
+        apply_full.enqueue(pending.token, target.pk, translation.get_language())
+    return redirect("data_import_progress", token=pending.token)
 
 
-def full_report(token: str, user_id: int, *, dry_run: bool):
-    """The stored upload `token` imported for the user `user_id`, or only checked (`dry_run`): its
-    report; raises BadExport (nothing written) or ImportInterrupted (what was written is kept)."""
-    # A dry run only reads (no write lock), streaming the stored file: bounded in memory, depth
-    # and object count (memory/interop/json_stream.py).
-    with preview_export(token) as export:
-        return import_full(data=export, user=get_user_model().objects.get(pk=user_id), dry_run=dry_run)
+@login_required
+@require_GET
+def data_import_progress(request, token: str):
+    """The apply's progress (htmx polls the partial each second), then its report; when it
+    stopped part-way, what was kept and the button that finishes it from the same preview."""
+    if request.session.get(RUNNING) != token:
+        raise Http404("no such import")
+    state = progress.read(token) or {"state": "gone"}
+    pending = pending_preview(request.user)
+    resume = token if state["state"] == "stopped" and pending is not None and pending.token == token else None
+    context = {"progress": state, "token": token, "resume": resume}
+    if request.htmx:
+        return render(request, "data/data.html#progress", context)
+    target = get_object_or_404(get_user_model(), pk=pending.target_id) if pending is not None else request.user
+    return render(request, "data/data.html", {**context, "target": target, "profiles": Profile.objects.for_user(target)})
 
 
-def _imported(token: str, target, *, dry_run: bool):
-    """`full_report`, beside the server in a child process; elsewhere (a test, a separate task
-    worker), here. The child's refusal or interruption is raised here as it was there."""
+@task()
+def apply_full(token: str, user_id: int, language: str) -> str:
+    """Apply a previewed full import, writing its progress for the page; returns how it ended.
+    Beside the server (the embedded default) in a child process (`manage.py data_import`);
+    elsewhere (a task worker, a test), here."""
     if not child.beside_server():
-        return full_report(token, target.pk, dry_run=dry_run)
+        with translation.override(language):
+            return run_full_apply(token, user_id)
+    done = child.run("data_import", {"token": token, "user_id": user_id, "dry_run": False, "language": language})
+    state = progress.read(token) or {}
+    if done.returncode == 0 and state.get("state") in progress.ENDED:
+        return state["state"]
+    # It died before it could say how it ended (killed, out of memory, a broken start): what it
+    # wrote is kept and the preview stays, to apply again.
+    log.error("full import %s: its process ended with %s: %s", token, done.returncode, done.stderr)
+    with translation.override(language):
+        progress.write(token, {"state": "stopped", "error": _stopped(ImportInterrupted(str(child.Ended(done.returncode))))})
+    return "stopped"
+
+
+def run_full_apply(token: str, user_id: int) -> str:
+    """The apply itself, in this process, its progress and its end written for the page. A
+    refusal drops the preview (nothing was written); an interruption keeps it (issue 25 point 6:
+    applying it again finishes the import, what exists is skipped, X2)."""
     try:
-        answer = child.ask("data_import", {"token": token, "user_id": target.pk, "dry_run": dry_run})
+        with preview_export(token) as export:
+            report = import_full(data=export, user=get_user_model().objects.get(pk=user_id),
+                                 progress=progress.reporter(token))
+        state = {"state": "done", "report": {"counts": report.counts, "notes": report.notes[:NOTES_SHOWN]}}
+        drop_preview(token)
+    except BadExport as exc:
+        drop_preview(token)
+        state = {"state": "refused", "error": _refused(exc)}
+    except ImportInterrupted as exc:
+        state = {"state": "stopped", "error": _stopped(exc)}
+    except Exception as exc:  # the page must learn it stopped, whatever stopped it
+        log.exception("full import %s stopped", token)
+        state = {"state": "stopped", "error": _stopped(ImportInterrupted(exc.__class__.__name__))}
+    progress.write(token, state)
+    return state["state"]
+
+
+def preview_report(token: str, user_id: int):
+    """The stored upload `token` checked for the user `user_id` as a dry run: its report; raises
+    BadExport. It only reads (no write lock), streaming the stored file: bounded in memory, depth
+    and object count (memory/interop/json_stream.py)."""
+    with preview_export(token) as export:
+        return import_full(data=export, user=get_user_model().objects.get(pk=user_id), dry_run=True)
+
+
+def _previewed(token: str, target):
+    """`preview_report`, beside the server in a child process; elsewhere (a test, a separate task
+    worker), here. The child's refusal, or its end without a word, is raised as BadExport."""
+    if not child.beside_server():
+        return preview_report(token, target.pk)
+    try:
+        answer = child.ask("data_import", {"token": token, "user_id": target.pk, "dry_run": True})
     except child.Ended as exc:
-        raise (BadExport(str(exc)) if dry_run else ImportInterrupted(str(exc))) from exc  # a preview wrote nothing
+        raise BadExport(str(exc)) from exc
     if "refused" in answer:
         raise BadExport(answer["refused"])
-    if "interrupted" in answer:
-        raise ImportInterrupted(answer["interrupted"])
     return answer["report"]
 
 
@@ -168,7 +229,12 @@ def _refused(exc: BadExport) -> str:
     return _("This file cannot be imported; nothing was written. Details: %(reason)s") % {"reason": exc}
 
 
-def _page_with_error(request, target, error: str, *, resume: str | None = None):
+def _stopped(exc: ImportInterrupted) -> str:
+    return _("The import stopped part-way; what was written is kept. Apply it again to finish"
+             " (nothing is doubled). Details: %(reason)s") % {"reason": exc}
+
+
+def _page_with_error(request, target, error: str):
     return render(request, "data/data.html", {
-        "target": target, "profiles": Profile.objects.for_user(target), "error": error, "resume": resume,
+        "target": target, "profiles": Profile.objects.for_user(target), "error": error,
     }, status=400)

@@ -179,8 +179,9 @@ def test_surrogate_escapes_cut_by_a_read_are_still_paired_or_refused(pad):
 
 
 def _previews(root):
+    """The stored uploads (an apply's progress, which its page reads, stays until swept)."""
     folder = root / FOLDER
-    return sorted(p.name for p in folder.iterdir()) if folder.exists() else []
+    return sorted(p.name for p in folder.iterdir() if not p.name.endswith(".progress.json")) if folder.exists() else []
 
 
 def _upload(data) -> SimpleUploadedFile:
@@ -202,7 +203,8 @@ def test_preview_files_go_on_cancel_on_a_new_preview_and_on_apply(client, export
     assert Message.objects.filter(profile__user=user).count() == 0
     client.post(reverse("data_import_preview"), {"export": _upload(export)})
     token = _previews(storage)[0].removesuffix(".json")
-    assert client.post(reverse("data_import_apply"), {"token": token}).status_code == 200
+    applied = client.post(reverse("data_import_apply"), {"token": token}, follow=True)
+    assert applied.status_code == 200 and applied.context["progress"]["state"] == "done"
     assert _previews(storage) == []
     assert Message.objects.filter(profile__user=user).count() == 3
 

@@ -17,7 +17,7 @@ from memory.interop.character_card import import_character_card
 from memory.interop.previews import preview_exists
 from memory.models import CatchUp, CompanionCard, LoreEntry, Message, Profile
 from previously.agent import catch_up
-from previously.pages.data import history
+from previously.pages.data import history, progress
 from tests.memory.history import samples as s
 from tests.memory.interop.card_fixtures import (
     CHINESE_CARD,
@@ -94,15 +94,15 @@ def test_progress_mid_apply_keeps_one_scale_per_stage(client_in, tmp_path, setti
     expected lines, so it jumped back. Now the check counts conversations read (no total: the
     bar has no value) and the write counts lines of the lines found new, from 0."""
     settings.PREVIOUSLY_HISTORY_BATCH_ROWS = 2
-    monkeypatch.setattr(history, "PROGRESS_EVERY", 0)
+    monkeypatch.setattr(progress, "EVERY", 0)
     written = []
-    real_write = history._write_progress
+    real_write = progress.write
 
     def recording(token, state):
         written.append(dict(state))
         real_write(token, state)
 
-    monkeypatch.setattr(history, "_write_progress", recording)
+    monkeypatch.setattr(progress, "write", recording)
     convs = [s.chatgpt_conversation(cid=f"c-{i}", t0=s.T0 + i * 86400) for i in range(3)]
     path = s.chatgpt_zip(tmp_path / "three.zip", convs)
     client_in.post(reverse("data_history_preview"),
@@ -181,7 +181,7 @@ def test_beside_the_server_the_import_runs_in_a_child_process_s4(client_in, tmp_
 
     monkeypatch.setattr(history, "apply", not_here)
     state = history.apply_history.call(token, user.pk, "mia", "chatgpt", "chatgpt-export.zip")
-    assert state == "done", history._read_progress(token)
+    assert state == "done", progress.read(token)
     assert Message.objects.filter(profile__user=user, profile__key="mia").count() == 6
     assert not preview_exists(token)
     poll = client_in.get(reverse("data_history_progress", args=[token]))

@@ -2,20 +2,26 @@
 
 import io
 import json
+import os
 import shutil
 import sys
+import time
 import zipfile
+from types import SimpleNamespace
 
 import pytest
+from django.core.files.storage import default_storage
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db import OperationalError, connection
 from django.urls import reverse
+from django.utils import translation
 from PIL import Image
 
 from memory.images import store_image_message
 from memory.interop.full import write as write_module
+from memory.interop.full.write import kind_shown
 from memory.models import Message
-from previously.pages.data import views
+from previously.pages.data import progress, views
 from tests.factories import MessageFactory
 
 pytestmark = pytest.mark.django_db
@@ -34,6 +40,24 @@ def bob(django_user_model):
 
 def _upload(data: dict) -> SimpleUploadedFile:
     return SimpleUploadedFile("e.json", json.dumps(data, ensure_ascii=False).encode(), "application/json")
+
+
+def _apply(client, token: str):
+    """The apply as the page makes it (X2, issue 24 point 6): the POST sends the person to the
+    progress page, read again until the import ends (a task: run at once by the test backend,
+    on a thread beside the server)."""
+    response = client.post(reverse("data_import_apply"), {"token": token}, follow=True)
+    deadline = time.monotonic() + 60
+    while response.context and response.context.get("progress", {}).get("state") in ("queued", "running"):
+        assert time.monotonic() < deadline, response.context["progress"]
+        time.sleep(0.1)
+        response = client.get(reverse("data_import_progress", args=[token]))
+    return response
+
+
+def _created(applied, kind: str = "messages") -> int:
+    """How many records of `kind` the ended apply's page reports as new."""
+    return applied.context["progress"]["report"]["counts"][kind]["created"]
 
 
 def _preview_as(client, user, profile):
@@ -92,8 +116,9 @@ def test_apply_after_preview_imports_into_own_profiles(client, profile, bob, sto
     MessageFactory(profile=profile, content="carried over")
     preview = _preview_as(client, bob, profile)
     token = preview.context["token"]
-    response = client.post(reverse("data_import_apply"), {"token": token})
-    assert response.status_code == 200
+    response = _apply(client, token)
+    assert response.status_code == 200 and response.context["progress"]["state"] == "done"
+    assert "Imported" in response.content.decode()
     assert list(Message.objects.filter(profile__user=bob).values_list("content", flat=True)) == ["carried over"]
     assert Message.objects.filter(profile__user=profile.user).count() == 1
 
@@ -170,14 +195,14 @@ def test_an_apply_stopped_by_a_database_error_says_what_was_kept_and_to_import_a
     before it, and the page says so — importing the same file again finishes it (X2)."""
     token = _five_lines_previewed(client, profile, bob, settings)
     with connection.execute_wrapper(_fail_in_the_second_message_batch([])):
-        response = client.post(reverse("data_import_apply"), {"token": token})
+        response = _apply(client, token)
     page = response.content.decode()
-    assert response.status_code == 400
+    assert response.context["progress"]["state"] == "stopped"
     assert "stopped while writing messages" in page and "Apply it again to finish" in page
     assert Message.objects.filter(profile__user=bob).count() == 2  # the first batch stays
     again = _preview_as(client, bob, profile)
     assert again.context["preview"].counts["messages"]["created"] == 3
-    client.post(reverse("data_import_apply"), {"token": again.context["token"]})
+    _apply(client, again.context["token"])
     assert sorted(Message.objects.filter(profile__user=bob).values_list("content", flat=True)) == [
         f"line {n}" for n in range(5)]
 
@@ -187,19 +212,102 @@ def test_an_interrupted_apply_resumes_from_the_same_preview(client, profile, bob
     again finishes the import, without uploading the file again, and nothing is doubled."""
     token = _five_lines_previewed(client, profile, bob, settings)
     with connection.execute_wrapper(_fail_in_the_second_message_batch([])):
-        stopped = client.post(reverse("data_import_apply"), {"token": token})
-    assert stopped.status_code == 400 and stopped.context["resume"] == token
+        stopped = _apply(client, token)
+    assert stopped.context["progress"]["state"] == "stopped" and stopped.context["resume"] == token
     assert "Finish this import" in stopped.content.decode()
     assert Message.objects.filter(profile__user=bob).count() == 2
-    finished = client.post(reverse("data_import_apply"), {"token": token})
-    assert finished.status_code == 200 and finished.context["applied"].counts["messages"]["created"] == 3
+    finished = _apply(client, token)
+    assert finished.context["progress"]["state"] == "done" and _created(finished) == 3
     assert sorted(Message.objects.filter(profile__user=bob).values_list("content", flat=True)) == [
         f"line {n}" for n in range(5)]
     assert _stored(tmp_path) == []  # a finished apply removes its preview
 
 
+def test_the_apply_runs_in_the_background_and_its_page_shows_how_far_it_is(client, profile, bob, storage, settings,
+                                                                          monkeypatch):
+    """Issue 24 point 6 (X2, S4): the apply is a task that writes its progress, batch by batch;
+    the request sends the person to a page that polls it (htmx), with a bar and the stage."""
+    token = _five_lines_previewed(client, profile, bob, settings)
+    monkeypatch.setattr(progress, "EVERY", 0)
+    written, real_write = [], progress.write
+    monkeypatch.setattr(progress, "write", lambda t, state: written.append(dict(state)) or real_write(t, state))
+    sent = client.post(reverse("data_import_apply"), {"token": token})
+    assert sent.status_code == 302 and sent["Location"] == reverse("data_import_progress", args=[token])
+    running = [(st["stage"], st["done"], st["total"]) for st in written if st["state"] == "running"]
+    assert ("writing messages", 2, 5) in running and ("writing messages", 5, 5) in running
+    assert written[0]["state"] == "queued" and written[-1]["state"] == "done"
+    # The page while it runs, as the poll fetches it, in English and in Chinese.
+    real_write(token, {"state": "running", "stage": "writing messages", "done": 2, "total": 5})
+    poll = client.get(reverse("data_import_progress", args=[token]), HTTP_HX_REQUEST="true")
+    html = poll.content.decode()
+    assert f'hx-get="{reverse("data_import_progress", args=[token])}"' in html and 'hx-trigger="load delay:1s"' in html
+    assert '<progress id="import-bar" max="5" value="2">' in html and "Writing messages: 2 of 5." in html
+    assert "<h1>" not in html  # the partial alone
+    with translation.override("zh-hans"):
+        real_write(token, {"state": "running", "stage": kind_shown("messages"), "done": 2, "total": 5})
+    zh = client.get(reverse("data_import_progress", args=[token]), HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
+    assert "正在导入" in zh and "2 / 5" in zh
+    # Ended, it stops polling and shows the report.
+    real_write(token, written[-1])
+    done = client.get(reverse("data_import_progress", args=[token])).content.decode()
+    assert "hx-get" not in done.split('id="import-progress"')[1].split(">")[0] and "Imported" in done
+
+
+def test_an_apply_under_way_is_not_started_twice(client, profile, bob, storage, settings, monkeypatch):
+    token = _five_lines_previewed(client, profile, bob, settings)
+    started = []
+    monkeypatch.setattr(views, "apply_full", SimpleNamespace(enqueue=lambda *args: started.append(args)))
+    for _ in range(3):
+        assert client.post(reverse("data_import_apply"), {"token": token}).status_code == 302
+    assert len(started) == 1 and progress.read(token)["state"] == "queued"
+
+
+def test_no_new_upload_replaces_the_one_an_apply_is_reading(client, profile, bob, storage, settings, monkeypatch,
+                                                           tmp_path):
+    """A second upload while the apply reads the first would remove the first part-way (one
+    pending import per person): it is refused, and the page under way offers no upload form."""
+    token = _five_lines_previewed(client, profile, bob, settings)
+    monkeypatch.setattr(views, "apply_full", SimpleNamespace(enqueue=lambda *args: None))
+    running = client.post(reverse("data_import_apply"), {"token": token}, follow=True).content.decode()
+    assert 'name="export"' not in running
+    refused = _preview_as(client, bob, profile)
+    assert refused.status_code == 400 and "An import of yours is under way" in refused.content.decode()
+    assert _stored(tmp_path) == [f"{token}.json"]  # the upload under way, and no other
+
+
+def test_an_apply_that_went_silent_is_shown_as_stopped_with_the_button_to_finish(client, profile, bob, storage,
+                                                                              settings, monkeypatch):
+    """A server restarted mid-apply leaves "running" behind: after SILENT seconds without a word
+    the page says it stopped, offers to finish it from the same preview, and a new apply starts."""
+    token = _five_lines_previewed(client, profile, bob, settings)
+    started = []
+    monkeypatch.setattr(views, "apply_full", SimpleNamespace(enqueue=lambda *args: started.append(args)))
+    client.post(reverse("data_import_apply"), {"token": token})
+    progress.write(token, {"state": "running", "stage": "writing messages", "done": 2, "total": 5})
+    stale = time.time() - progress.SILENT - 1
+    os.utime(default_storage.path(f"imports/{token}.progress.json"), (stale, stale))
+    page = client.get(reverse("data_import_progress", args=[token]))
+    html = page.content.decode()
+    assert page.context["progress"]["state"] == "stopped" and "It gave no news for 10 minutes." in html
+    assert page.context["resume"] == token and "Finish this import" in html
+    client.post(reverse("data_import_apply"), {"token": token})
+    assert len(started) == 2
+
+
+def test_the_progress_page_is_only_the_sessions_own_apply(client, profile, bob, storage, settings):
+    token = _five_lines_previewed(client, profile, bob, settings)
+    assert client.get(reverse("data_import_progress", args=[token])).status_code == 404  # not applied here
+    _apply(client, token)
+    other = type(client)()
+    other.force_login(bob)  # the same person, another session
+    assert other.get(reverse("data_import_progress", args=[token])).status_code == 404
+    assert client.get(reverse("data_import_progress", args=["u1-t1-" + "0" * 32])).status_code == 404
+
+
 def _stored(storage_root) -> list[str]:
-    return sorted(p.name for p in (storage_root / "imports").iterdir()) if (storage_root / "imports").exists() else []
+    """The stored uploads (an apply's progress, which its page reads, stays until swept)."""
+    folder = storage_root / "imports"
+    return sorted(p.name for p in folder.iterdir() if not p.name.endswith(".progress.json")) if folder.exists() else []
 
 
 def test_pending_previews_are_per_person_one_each_and_go_at_logout(client, profile, bob, storage, tmp_path):
@@ -224,7 +332,7 @@ def test_pending_previews_are_per_person_one_each_and_go_at_logout(client, profi
     token = _stored(tmp_path)[0].removesuffix(".json")
     again = type(client)()
     again.force_login(bob)
-    assert again.post(reverse("data_import_apply"), {"token": token}).status_code == 200
+    assert _apply(again, token).context["progress"]["state"] == "done"
     assert Message.objects.filter(profile__user=bob).count() == 1
 
 
@@ -246,7 +354,7 @@ def test_an_export_with_images_downloads_as_a_zip_and_uploads_back(client, profi
     preview = client.post(reverse("data_import_preview"), {"export": upload})
     assert preview.status_code == 200 and preview.context["preview"].counts["messages"]["created"] == 1
     assert not Message.objects.filter(profile__user=bob).exists()
-    client.post(reverse("data_import_apply"), {"token": preview.context["token"]})
+    _apply(client, preview.context["token"])
     line = Message.objects.get(profile__user=bob)
     assert line.content == "猫 🐱" and line.attachment["path"].startswith(f"images/{line.profile_id}/")
 
@@ -261,8 +369,8 @@ def test_the_apply_after_a_preview_does_not_check_the_records_again(client, prof
     asked = []
     checked = write_module.storable
     monkeypatch.setattr(write_module, "storable", lambda row: asked.append(row) or checked(row))
-    applied = client.post(reverse("data_import_apply"), {"token": token})
-    assert applied.status_code == 200 and applied.context["applied"].counts["messages"]["created"] == 5
+    applied = _apply(client, token)
+    assert _created(applied) == 5
     assert asked == []
     assert sorted(Message.objects.filter(profile__user=bob).values_list("content", flat=True)) == [
         f"第 {n} 行 line 🐱" for n in range(5)]
@@ -281,8 +389,8 @@ def test_the_apply_of_a_zip_export_after_its_preview_does_not_check_again(client
     asked = []
     checked = write_module.storable
     monkeypatch.setattr(write_module, "storable", lambda row: asked.append(row) or checked(row))
-    applied = client.post(reverse("data_import_apply"), {"token": preview.context["token"]})
-    assert applied.status_code == 200 and applied.context["applied"].counts["messages"]["created"] == 1
+    applied = _apply(client, preview.context["token"])
+    assert _created(applied) == 1
     assert asked == []
     line = Message.objects.get(profile__user=bob)
     assert line.content == "狗" and line.attachment["path"].startswith(f"images/{line.profile_id}/")
@@ -297,6 +405,14 @@ def tasks_on_server_threads(settings):
 
 
 @pytest.fixture
+def applies_at_once(monkeypatch):
+    """The apply's task (its child included) run to its end inside the request: the test reads
+    how it ended, and leaves no task running after it."""
+    real = views.apply_full
+    monkeypatch.setattr(views, "apply_full", SimpleNamespace(enqueue=lambda *args: real.call(*args)))
+
+
+@pytest.fixture
 def not_in_this_process(monkeypatch):
     def not_here(*args, **kwargs):
         raise AssertionError("the import ran in the server's process")
@@ -306,7 +422,7 @@ def not_in_this_process(monkeypatch):
 
 @pytest.mark.django_db(transaction=True)
 def test_beside_the_server_the_full_import_is_previewed_and_applied_in_a_child_process(
-        client, profile, bob, storage, tasks_on_server_threads, not_in_this_process):
+        client, profile, bob, storage, tasks_on_server_threads, applies_at_once, not_in_this_process):
     """Reading a whole upload holds the GIL and takes memory: beside the server a child does it
     (this process's importer made to fail), and the page shows the child's report as before."""
     said = ["第一句 🐱", "second line, mixed 中文", "third ✨"]
@@ -316,8 +432,8 @@ def test_beside_the_server_the_full_import_is_previewed_and_applied_in_a_child_p
     assert preview.status_code == 200, preview.content.decode()[-2000:]
     assert preview.context["preview"].counts["messages"]["created"] == 3
     assert not Message.objects.filter(profile__user=bob).exists()
-    applied = client.post(reverse("data_import_apply"), {"token": preview.context["token"]})
-    assert applied.status_code == 200 and applied.context["applied"].counts["messages"]["created"] == 3
+    applied = _apply(client, preview.context["token"])
+    assert _created(applied) == 3
     assert sorted(Message.objects.filter(profile__user=bob).values_list("content", flat=True)) == sorted(said)
 
 
@@ -329,15 +445,16 @@ def test_a_child_refusal_is_shown_in_the_persons_language(client, profile, stora
 
 @pytest.mark.django_db(transaction=True)
 def test_an_apply_whose_child_dies_keeps_the_preview_to_apply_again(client, profile, bob, storage, settings,
-                                                                     tasks_on_server_threads, monkeypatch):
+                                                                     tasks_on_server_threads, applies_at_once,
+                                                                     monkeypatch):
     """A child that ends without saying how (killed, out of memory: here a program that fails at
     once) is an interrupted apply: the page says so with its exit code, and the same preview
     applied again finishes the import."""
-    token = _five_lines_previewed(client, profile, bob, settings)
+    token, python = _five_lines_previewed(client, profile, bob, settings), sys.executable
     monkeypatch.setattr(sys, "executable", shutil.which("false"))
-    stopped = client.post(reverse("data_import_apply"), {"token": token})
-    assert stopped.status_code == 400 and stopped.context["resume"] == token
+    stopped = _apply(client, token)
+    assert stopped.context["progress"]["state"] == "stopped" and stopped.context["resume"] == token
     assert "its process ended with code 1" in stopped.content.decode()
-    monkeypatch.undo()
-    finished = client.post(reverse("data_import_apply"), {"token": token})
-    assert finished.status_code == 200 and finished.context["applied"].counts["messages"]["created"] == 5
+    monkeypatch.setattr(sys, "executable", python)
+    finished = _apply(client, token)
+    assert _created(finished) == 5
