@@ -40,7 +40,7 @@ from previously.agent.lifecycle import after_reply, archive_line
 from previously.chat import guard, markdown, prompt
 from previously.chat.db import db_call
 from previously.i18n import for_profile
-from previously.llm import ProviderError, gate, get_provider
+from previously.llm import ProviderError, gate
 from previously.llm.openai_compat import TOO_LONG
 from previously.llm.select import context_tokens, known_context_tokens, output_cap, provider_for
 from previously.push import apush
@@ -208,22 +208,25 @@ def _reread(profile: Profile) -> Profile:
 
 def prepare(
     profile: Profile, user_message: Message, *, local_time: str | None = None, now: datetime | None = None,
-    images: bool = False, recent: list[Message] | None = None,
+    images: bool = False, recent: list[Message] | None = None, offline: bool = False,
 ) -> Prepared:
     """Recall and the provider request for a reply to `user_message` (constant queries, O2).
     `recent`: the turns to replay instead of the slice's (an off-the-record conversation's
-    unsaved lines, P5); recall still searches the archive only."""
+    unsaved lines, P5); recall still searches the archive only. `offline`: no model will read
+    the request, and what is recalled is what the offline answer quotes (L2, `offline_reply`):
+    the current conversation may be quoted too, only the question itself is left out."""
     profile = _reread(profile)  # persona/language may have changed
     # The archive write hands back its message with the slice attached: no query then.
     slice_ = user_message.slice
     clock = local_clock(now or timezone.now(), user_message.tz or None, local_time)
     if recent is None:
         recent = _recent_turns(user_message)
+    left_out = [user_message] if offline else [user_message, *recent]
     recalled = recall(
         profile=profile,
         query=user_message.content or prompt.turn_text(user_message),
         now=clock.local,
-        exclude_ids=[pk for pk in (user_message.pk, *(m.pk for m in recent)) if pk is not None],
+        exclude_ids=[m.pk for m in left_out if m.pk is not None],
         lore=matching_entries(profile.pk, [*(m.content for m in recent), user_message.content]),
     )
     conflicts = contradictions([*recalled.active, *recalled.candidates])
@@ -316,14 +319,11 @@ def store_reply(
     return reply, highlights
 
 
-def offline_reply(profile: Profile, user_message: Message, now: datetime, *, kept: bool = True) -> str:
-    """L2: an answer quoting remembered lines with their dates, clearly not from a model.
-    `kept=False`: the line is off the record (P5), so the answer does not say it is saved.
-
-    Unlike a model's prompt, which replays the slice's recent turns, this answer may quote the
-    current conversation too: only the question itself is left out."""
-    recalled = recall(profile=profile, query=user_message.content, now=now,
-                      exclude_ids=[user_message.pk] if user_message.pk else [])
+def offline_reply(profile: Profile, recalled: Recalled, *, kept: bool = True) -> str:
+    """L2: an answer quoting remembered lines with their dates, clearly not from a model: the
+    first of what `prepare(..., offline=True)` recalled, which may be of the current
+    conversation too (only the question itself is left out). `kept=False`: the line is off the
+    record (P5), so the answer does not say it is saved."""
     lines = recalled.fragments[:3]
     with for_profile(profile):
         if not lines and not kept:
@@ -671,19 +671,19 @@ async def generate(
     `list_id`); nothing is stored here. `recent` replaces the slice's replayed turns and
     `kept=False` says the line is not kept (an off-the-record conversation, P5)."""
     umid = user_message.mid
-    provider = get_provider()
+    profile = await db_call(_reread)(profile)
+    provider = provider_for(profile)  # the companion's own model and temperature (issue 17)
     prepared = await db_call(prepare)(
         profile, user_message, local_time=local_time, images=getattr(provider, "supports_images", False),
-        recent=recent,
+        recent=recent, offline=provider.offline,
     )
     lang = prepared.profile.language
-    provider = provider_for(prepared.profile)  # the companion's own model and temperature (issue 17)
     await send(render("reply_start", umid=umid, lang=lang, offline=provider.offline, list_id=list_id))
     cleaner = markers.StreamCleaner()
     error = ""
     stopped = False
     if provider.offline:
-        text = await db_call(offline_reply)(prepared.profile, user_message, prepared.clock.local, kept=kept)
+        text = await db_call(offline_reply)(prepared.profile, prepared.recalled, kept=kept)
         cleaner.feed(text)
         await send(render("token", umid=umid, text=text))
     else:

@@ -266,6 +266,26 @@ async def test_offline_replies_may_quote_the_current_conversation_l2(connect, us
     assert "What does Mochi love?" not in frames[-1].split("From your memory:")[1]
 
 
+async def test_an_offline_turn_recalls_once_and_its_trace_names_what_it_quoted_l2_u4(connect, user, monkeypatch):
+    """The offline answer quotes what the turn's one recall found (it was two recalls a turn,
+    the first one for a prompt no model reads); "why this reply" names the quoted lines."""
+    profile = await database_sync_to_async(ProfileFactory)(user=user, key="owner", language="en")
+    said = await remember(profile, "My sister Lena lives in Porto 🌊", "2025-01-05T10:00+00:00")
+    calls, real = [], turn.recall
+    monkeypatch.setattr(turn, "recall", lambda **kw: calls.append(kw["query"]) or real(**kw))
+    reset_provider(Offline())
+    try:
+        chat = await connect(user)
+        frames = await chat.say("where does Lena live?", mid=new_mid(1))
+    finally:
+        reset_provider(None)
+    assert "My sister Lena lives in Porto 🌊" in frames[-1]
+    assert calls == ["where does Lena live?"]
+    trace = await database_sync_to_async(
+        lambda: Message.objects.get(profile=profile, speaker="assistant").prompt_trace)()
+    assert trace["recalled"][0] == said.message.pk
+
+
 async def test_page_events_of_the_profile_group_reach_the_page(connect, user, profile):
     chat = await connect(user)
     await get_channel_layer().group_send(profile_group(profile), {"type": "page.event", "html": '<div id="card-status" hx-swap-oob="true">evolving</div>'})
