@@ -267,9 +267,14 @@ KIND_NAMES = {
 }
 
 
+# A kind of the report (report.KINDS, the export's field names) by the name of its writes.
+REPORTED_AS = {"card": "the card", "companion_card": "the companion card"}
+
+
 def kind_shown(kind: str) -> str:
-    """A write's name in the interface language (a name this module does not know as it is)."""
-    return str(KIND_NAMES.get(kind, kind))
+    """A write's name, or a report's kind ("legacy_fragments"), in the interface language (a
+    name this module does not know, as it is)."""
+    return str(KIND_NAMES.get(REPORTED_AS.get(kind, kind.replace("_", " ")), kind))
 
 
 def _profile_named(key: str) -> str:

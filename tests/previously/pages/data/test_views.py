@@ -112,6 +112,19 @@ def test_upload_shows_a_dry_run_preview_and_writes_nothing(client, profile, bob,
     assert not Message.objects.filter(profile__user=bob).exists()
 
 
+def test_the_preview_names_each_kind_in_the_persons_language(client, profile, bob, storage):
+    MessageFactory(profile=profile, content="x")
+    client.force_login(profile.user)
+    export = json.loads(client.get(reverse("data_export")).content)
+    client.force_login(bob)
+    zh = client.post(reverse("data_import_preview"), {"export": _upload(export)}, HTTP_ACCEPT_LANGUAGE="zh-hans")
+    html = zh.content.decode()
+    assert "<td>消息</td>" in html and "<td>旧版片段</td>" in html and "<td>卡片</td>" in html
+    assert "legacy_fragments" not in html and "<td>messages</td>" not in html
+    en = client.post(reverse("data_import_preview"), {"export": _upload(export)}).content.decode()
+    assert "<td>legacy fragments</td>" in en and "<td>the companion card</td>" in en
+
+
 def test_apply_after_preview_imports_into_own_profiles(client, profile, bob, storage):
     MessageFactory(profile=profile, content="carried over")
     preview = _preview_as(client, bob, profile)
