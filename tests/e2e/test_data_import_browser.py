@@ -6,6 +6,7 @@ Screenshots: var/test-artifacts/data-import-<state>-<width>-<lang>-<scheme>.png.
 import json
 import re
 import tempfile
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -105,8 +106,14 @@ class FullImportInTheBrowser(LiveChatServer):
                 ended = progress.read(token)
                 with translation.override("zh-hans" if lang == "zh" else "en"):  # the stage as the import's child writes it
                     stage = gettext("writing %(kind)s") % {"kind": kind_shown("messages")}
-                progress.write(token, {"state": "running", "stage": stage, "done": 2, "total": 3})
-                page.reload()
+                # The server's task reads the end its child wrote a moment after the page shows
+                # it (and calls anything else a child that died): write the state until it stays.
+                for _ in range(50):
+                    progress.write(token, {"state": "running", "stage": stage, "done": 2, "total": 3})
+                    page.reload()
+                    if page.locator("#import-progress h3").text_content() == words["importing"]:
+                        break
+                    time.sleep(0.1)
                 running = page.locator("#import-progress")
                 expect(running.locator("h3")).to_have_text(words["importing"])
                 expect(running.locator("#import-stage")).to_have_text(words["stage"])

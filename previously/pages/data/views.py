@@ -176,7 +176,7 @@ def apply_full(token: str, user_id: int, language: str) -> str:
     # wrote is kept and the preview stays, to apply again.
     log.error("full import %s: its process ended with %s: %s", token, done.returncode, done.stderr)
     with translation.override(language):
-        progress.write(token, {"state": "stopped", "error": _stopped(ImportInterrupted(str(child.Ended(done.returncode))))})
+        progress.write(token, {"state": "stopped", "error": _stopped(child.Ended(done.returncode))})
     return "stopped"
 
 
@@ -197,7 +197,7 @@ def run_full_apply(token: str, user_id: int) -> str:
         state = {"state": "stopped", "error": _stopped(exc)}
     except Exception as exc:  # the page must learn it stopped, whatever stopped it
         log.exception("full import %s stopped", token)
-        state = {"state": "stopped", "error": _stopped(ImportInterrupted(exc.__class__.__name__))}
+        state = {"state": "stopped", "error": _stopped(exc.__class__.__name__)}
     progress.write(token, state)
     return state["state"]
 
@@ -229,9 +229,10 @@ def _refused(exc: BadExport) -> str:
     return _("This file cannot be imported; nothing was written. Details: %(reason)s") % {"reason": exc}
 
 
-def _stopped(exc: ImportInterrupted) -> str:
+def _stopped(reason) -> str:
+    """What the page says of an apply that stopped part-way, and why (an exception, or its name)."""
     return _("The import stopped part-way; what was written is kept. Apply it again to finish"
-             " (nothing is doubled). Details: %(reason)s") % {"reason": exc}
+             " (nothing is doubled). Details: %(reason)s") % {"reason": reason}
 
 
 def _page_with_error(request, target, error: str):
