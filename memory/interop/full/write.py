@@ -268,7 +268,7 @@ KIND_NAMES = {
 
 
 # A kind of the report (report.KINDS, the export's field names) by the name of its writes.
-REPORTED_AS = {"card": "the card", "companion_card": "the companion card"}
+REPORTED_AS = {"card": "the card", "companion_card": "the companion card", "lore_entries": "lorebook entries"}
 
 
 def kind_shown(kind: str) -> str:
