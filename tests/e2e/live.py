@@ -2,6 +2,7 @@
 ChannelsLiveServerTestCase) talking to a local OpenAI-compatible server."""
 
 import os
+import tempfile
 from pathlib import Path
 
 from channels.testing import ChannelsLiveServerTestCase
@@ -9,6 +10,7 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.hashers import PBKDF2PasswordHasher
 from django.db import connections
+from django.test.utils import override_settings
 from playwright.sync_api import Locator
 
 from previously.llm import reset_provider
@@ -101,3 +103,21 @@ class LiveChatServer(ChannelsLiveServerTestCase):
         return get_user_model().objects.create(
             username=username, password=PBKDF2PasswordHasher().encode(password, "e2esalt", iterations=1000)
         )
+
+
+class LiveServerWithMedia(LiveChatServer):
+    """A live server whose uploads go to a media folder of its own, `cls.media` (a temporary
+    directory), set before the fork so the server keeps them there and the test reads them."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.media = tempfile.TemporaryDirectory()
+        cls._media = override_settings(MEDIA_ROOT=cls.media.name)
+        cls._media.enable()
+        super().setUpClass()
+
+    @classmethod
+    def tearDownClass(cls):
+        super().tearDownClass()
+        cls._media.disable()
+        cls.media.cleanup()

@@ -5,13 +5,11 @@ Screenshots: var/test-artifacts/data-import-<state>-<width>-<lang>-<scheme>.png.
 
 import json
 import re
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from django.test.utils import override_settings
 from django.utils import translation
 from django.utils.translation import gettext
 
@@ -20,7 +18,7 @@ from memory.interop.full.write import kind_shown
 from memory.models import Message, Profile
 from previously.pages.data import progress
 from tests.e2e.conftest import CHROMIUM_ARGS, chromium_path
-from tests.e2e.live import SHOTS, LiveChatServer, log_in, shot
+from tests.e2e.live import SHOTS, LiveServerWithMedia, log_in, shot
 from tests.factories import MessageFactory, ProfileFactory
 
 LOCALES = {"en": "en-GB", "zh": "zh-CN"}
@@ -52,20 +50,7 @@ def lines_of(username: str) -> list[str]:
 
 @pytest.mark.browser
 @pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
-class FullImportInTheBrowser(LiveChatServer):
-    @classmethod
-    def setUpClass(cls):
-        cls.media = tempfile.TemporaryDirectory()
-        cls._media = override_settings(MEDIA_ROOT=cls.media.name)
-        cls._media.enable()  # before the fork, so the server keeps uploads there
-        super().setUpClass()
-
-    @classmethod
-    def tearDownClass(cls):
-        super().tearDownClass()
-        cls._media.disable()
-        cls.media.cleanup()
-
+class FullImportInTheBrowser(LiveServerWithMedia):
     def test_upload_preview_apply_and_its_progress_page(self):
         from playwright.sync_api import expect, sync_playwright
 

@@ -4,17 +4,15 @@ the chat's side panel and on the timeline; then a character card through the sam
 (H2, issue 27 point 5): its preview, its companion made, the link to its settings; zh and en,
 1280 and 390 px. Screenshots: var/test-artifacts/history-<state>-<width>-<lang>.png."""
 
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from django.test.utils import override_settings
 
 from memory.models import Message, Profile, Slice
 from tests.e2e.conftest import CHROMIUM_ARGS, chromium_path
-from tests.e2e.live import LiveChatServer, shot
+from tests.e2e.live import LiveServerWithMedia, shot
 from tests.memory.history import samples as s
 from tests.memory.interop.card_fixtures import v2_png
 
@@ -44,20 +42,7 @@ def imported(username: str, key: str) -> tuple[list[str], int]:
 
 @pytest.mark.browser
 @pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
-class HistoryInTheBrowser(LiveChatServer):
-    @classmethod
-    def setUpClass(cls):
-        cls.media = tempfile.TemporaryDirectory()
-        cls._media = override_settings(MEDIA_ROOT=cls.media.name)
-        cls._media.enable()  # before the fork, so the server keeps uploads there
-        super().setUpClass()
-
-    @classmethod
-    def tearDownClass(cls):
-        super().tearDownClass()
-        cls._media.disable()
-        cls.media.cleanup()
-
+class HistoryInTheBrowser(LiveServerWithMedia):
     def test_upload_preview_apply_then_panel_and_timeline(self):
         from playwright.sync_api import expect, sync_playwright
 

@@ -26,6 +26,14 @@ from tests.previously.chat.conftest import new_mid
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+@pytest.fixture
+def offline():
+    """No model configured (L2) for the test's turns."""
+    reset_provider(Offline())
+    yield
+    reset_provider(None)
+
+
 @database_sync_to_async
 def remember(profile, text, at):
     """An old line, written through the archive (so it is indexed)."""
@@ -194,15 +202,11 @@ async def test_the_model_gets_recalled_memory_and_the_recent_turns(connect, user
     assert sent[-1]["content"] == "where does Lena live?"
 
 
-async def test_offline_mode_answers_from_memory_labelled_not_a_model_and_archives_it_l2(connect, user, llm_server):
+async def test_offline_mode_answers_from_memory_labelled_not_a_model_and_archives_it_l2(connect, user, llm_server, offline):
     profile = await database_sync_to_async(ProfileFactory)(user=user, key="owner", language="en")
     await remember(profile, "My sister Lena lives in Porto", "2025-01-05T10:00+00:00")
-    reset_provider(Offline())
-    try:
-        chat = await connect(user)
-        frames = await chat.say("where does Lena live?", mid=new_mid(1))
-    finally:
-        reset_provider(None)
+    chat = await connect(user)
+    frames = await chat.say("where does Lena live?", mid=new_mid(1))
     assert "Offline — no model configured. From your memory:" in frames[-1]
     assert "2025-01-05" in frames[-1] and "My sister Lena lives in Porto" in frames[-1]
     assert "not a model" in frames[-1]
@@ -212,73 +216,53 @@ async def test_offline_mode_answers_from_memory_labelled_not_a_model_and_archive
 
 
 @pytest.mark.parametrize("request_text", ["remember that my cat is called Miso 🐱", "记住：我的猫叫小米"])
-async def test_offline_a_remember_request_records_a_skipped_run_with_its_reason_k10_k11(connect, user, request_text):
+async def test_offline_a_remember_request_records_a_skipped_run_with_its_reason_k10_k11(connect, user, request_text, offline):
     profile = await database_sync_to_async(ProfileFactory)(user=user, key="owner", language="en")
-    reset_provider(Offline())
-    try:
-        chat = await connect(user)
-        frames = await chat.say(request_text, mid=new_mid(1))
-        skipped = await chat.ws.receive_from(timeout=5)
-    finally:
-        reset_provider(None)
+    chat = await connect(user)
+    frames = await chat.say(request_text, mid=new_mid(1))
+    skipped = await chat.ws.receive_from(timeout=5)
     assert "Offline" in frames[-1]
     assert "Card update skipped:" in skipped and "no model configured" in skipped
     runs = await database_sync_to_async(lambda: list(profile.evolution_runs.values_list("trigger", "status", "skip_reason")))()
     assert runs == [("explicit", "skipped", "no model configured")]
 
 
-async def test_offline_an_ordinary_line_starts_no_run(connect, user):
+async def test_offline_an_ordinary_line_starts_no_run(connect, user, offline):
     profile = await database_sync_to_async(ProfileFactory)(user=user, key="owner", language="en")
-    reset_provider(Offline())
-    try:
-        chat = await connect(user)
-        await chat.say("just saying hi", mid=new_mid(1))
-        await chat.ws.receive_nothing(timeout=0.3)
-    finally:
-        reset_provider(None)
+    chat = await connect(user)
+    await chat.say("just saying hi", mid=new_mid(1))
+    await chat.ws.receive_nothing(timeout=0.3)
     assert not await database_sync_to_async(profile.evolution_runs.exists)()
 
 
-async def test_offline_replies_speak_chinese_for_a_chinese_profile_l2(connect, user):
+async def test_offline_replies_speak_chinese_for_a_chinese_profile_l2(connect, user, offline):
     profile = await database_sync_to_async(ProfileFactory)(user=user, key="owner", language="zh")
     await remember(profile, "我下周三要交季度报告", "2025-01-05T10:00+00:00")
-    reset_provider(Offline())
-    try:
-        chat = await connect(user)
-        frames = await chat.say("季度报告是什么时候？", mid=new_mid(1))
-    finally:
-        reset_provider(None)
+    chat = await connect(user)
+    frames = await chat.say("季度报告是什么时候？", mid=new_mid(1))
     assert "离线模式——没有配置模型。以下是你的记忆：" in frames[-1] and "我下周三要交季度报告" in frames[-1]
     assert (await rows(profile))[-1][2].startswith("离线模式")
 
 
-async def test_offline_replies_may_quote_the_current_conversation_l2(connect, user):
+async def test_offline_replies_may_quote_the_current_conversation_l2(connect, user, offline):
     """Offline, nobody replays the recent turns, so a line said a minute ago is quotable."""
     await database_sync_to_async(ProfileFactory)(user=user, key="owner", language="en")
-    reset_provider(Offline())
-    try:
-        chat = await connect(user)
-        await chat.say("My cat Mochi 🐱 loves tuna", mid=new_mid(1))
-        frames = await chat.say("What does Mochi love?", mid=new_mid(2))
-    finally:
-        reset_provider(None)
+    chat = await connect(user)
+    await chat.say("My cat Mochi 🐱 loves tuna", mid=new_mid(1))
+    frames = await chat.say("What does Mochi love?", mid=new_mid(2))
     assert "My cat Mochi 🐱 loves tuna" in frames[-1]
     assert "What does Mochi love?" not in frames[-1].split("From your memory:")[1]
 
 
-async def test_an_offline_turn_recalls_once_and_its_trace_names_what_it_quoted_l2_u4(connect, user, monkeypatch):
+async def test_an_offline_turn_recalls_once_and_its_trace_names_what_it_quoted_l2_u4(connect, user, monkeypatch, offline):
     """The offline answer quotes what the turn's one recall found (it was two recalls a turn,
     the first one for a prompt no model reads); "why this reply" names the quoted lines."""
     profile = await database_sync_to_async(ProfileFactory)(user=user, key="owner", language="en")
     said = await remember(profile, "My sister Lena lives in Porto 🌊", "2025-01-05T10:00+00:00")
     calls, real = [], turn.recall
     monkeypatch.setattr(turn, "recall", lambda **kw: calls.append(kw["query"]) or real(**kw))
-    reset_provider(Offline())
-    try:
-        chat = await connect(user)
-        frames = await chat.say("where does Lena live?", mid=new_mid(1))
-    finally:
-        reset_provider(None)
+    chat = await connect(user)
+    frames = await chat.say("where does Lena live?", mid=new_mid(1))
     assert "My sister Lena lives in Porto 🌊" in frames[-1]
     assert calls == ["where does Lena live?"]
     trace = await database_sync_to_async(
@@ -349,7 +333,7 @@ def _file_waiting():
     return getattr(connections["default"], "waiting", None)  # memory.sqlite's, on a file
 
 
-async def test_an_import_sees_a_turn_under_way_until_its_reply_is_archived_s4(connect, user, profile, monkeypatch):
+async def test_an_import_sees_a_turn_under_way_until_its_reply_is_archived_s4(connect, user, profile, monkeypatch, offline):
     """BENCH §5: between two batches an import gives way to a turn from its line to its reply
     (memory.sqlite.waiting.WritesComing), not only while one of its writes waits for the lock."""
     if await database_sync_to_async(_file_waiting)() is None:
@@ -362,12 +346,8 @@ async def test_an_import_sees_a_turn_under_way_until_its_reply_is_archived_s4(co
         return real(*args, **kwargs)
 
     monkeypatch.setattr(turn, "store_reply", store_reply)
-    reset_provider(Offline())
-    try:
-        chat = await connect(user)
-        await chat.say("还在吗? still there 🙂", mid=new_mid(1))
-    finally:
-        reset_provider(None)
+    chat = await connect(user)
+    await chat.say("还在吗? still there 🙂", mid=new_mid(1))
     assert seen == [True]
     assert not (await database_sync_to_async(_file_waiting)()).someone_waits()
 
