@@ -5,7 +5,7 @@ file is imported from the shell with `import_history`."""
 from django.core.management.base import BaseCommand
 
 from previously import child
-from previously.pages.data.history import run_apply
+from previously.pages.data.history_run import run_apply
 
 
 class Command(BaseCommand):

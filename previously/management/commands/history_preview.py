@@ -7,7 +7,7 @@ from django.core.management.base import BaseCommand
 
 from memory.interop.history import Refused
 from previously import child
-from previously.pages.data.history import preview_report
+from previously.pages.data.history_run import preview_report
 
 
 class Command(BaseCommand):

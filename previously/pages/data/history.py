@@ -22,17 +22,15 @@ import logging
 from pathlib import Path
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
 from django.contrib.auth.decorators import login_required
-from django.db import DatabaseError
 from django.http import Http404
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.tasks import task
 from django.utils.translation import gettext as _
 from django.views.decorators.http import require_POST
 
 from memory.interop.character_card import CardRefused, import_character_card, looks_like_card
-from memory.interop.history import HistoryImport, Refused, Report, apply
+from memory.interop.history import Refused, Report
 from memory.interop.history.detect import APP_NAMES
 from memory.interop.history.plan import Stage
 from memory.interop.history.shapes import APPS
@@ -48,6 +46,7 @@ from previously import child
 from previously.agent import catch_up
 from previously.pages.current_profile import current_profile
 from previously.pages.data import progress
+from previously.pages.data.history_run import preview_report, run_apply
 
 log = logging.getLogger(__name__)
 PENDING = "history_import_pending"
@@ -99,12 +98,6 @@ def history_preview(request):
         request, preview=report, total=report.total(), token=token, shown=report.conversations[:SHOWN],
         app_name=APP_NAMES[report.app],
     ))
-
-
-def preview_report(token: str, user, name: str, key: str, fmt: str) -> Report:
-    """The upload's preview: the whole file read and checked, nothing written; raises Refused."""
-    with HistoryImport(preview_path(token), user=user, name=name, profile_key=key, fmt=fmt) as imp:
-        return imp.preview()
 
 
 def _previewed(request, token: str, name: str, key: str, fmt: str) -> Report:
@@ -211,27 +204,3 @@ def apply_history(token: str, user_id: int, profile_key: str, fmt: str, name: st
     drop_preview(token)
     progress.write(token, {"state": "stopped", "error": str(child.Ended(done.returncode))})
     return "stopped"
-
-
-def run_apply(token: str, user_id: int, profile_key: str, fmt: str, name: str) -> str:
-    """The import itself, in this process (`apply_history` decides where it runs)."""
-    user = get_object_or_404(get_user_model(), pk=user_id)
-    try:
-        with HistoryImport(preview_path(token), user=user, name=name, profile_key=profile_key, fmt=fmt) as imp:
-            report = apply(imp, progress=progress.reporter(token))
-        t = report.total()
-        state = {"state": "done", "written": report.written, "slices": report.slices, "lines": t.lines,
-                 "alternatives": t.alternatives, "already": t.already, "tombstoned": t.tombstoned,
-                 "experiences": report.experiences_new, "profile": report.profile,
-                 "conversations": len(report.conversations)}
-    except Refused as exc:
-        state = {"state": "refused", "error": str(exc)}
-    except DatabaseError as exc:
-        state = {"state": "stopped", "error": f"{exc.__class__.__name__}: {exc}"}
-    except Exception as exc:  # the page must learn it stopped, whatever stopped it
-        log.exception("history import %s stopped", token)
-        state = {"state": "stopped", "error": exc.__class__.__name__}
-    finally:
-        drop_preview(token)
-    progress.write(token, state)
-    return state["state"]

@@ -179,7 +179,7 @@ def test_beside_the_server_the_import_runs_in_a_child_process_s4(client_in, tmp_
     def not_here(*args, **kwargs):
         raise AssertionError("the import ran in the server's process")
 
-    monkeypatch.setattr(history, "apply", not_here)
+    monkeypatch.setattr(history, "run_apply", not_here)
     state = history.apply_history.call(token, user.pk, "mia", "chatgpt", "chatgpt-export.zip")
     assert state == "done", progress.read(token)
     assert Message.objects.filter(profile__user=user, profile__key="mia").count() == 6
