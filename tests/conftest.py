@@ -1,5 +1,7 @@
 import os
+import shutil
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 from asgiref.sync import SyncToAsync
@@ -7,6 +9,7 @@ from channels.layers import channel_layers
 from django.conf import settings
 from django.db import connection
 
+from bench.stack import migrated_sqlite
 from memory.recall import embedding
 
 
@@ -35,6 +38,27 @@ def pytest_configure(config):
     layer = settings.CHANNEL_LAYERS.get("default", {})
     if worker and layer.get("BACKEND", "").startswith("channels_redis"):
         layer.setdefault("CONFIG", {})["prefix"] = f"asgi-{worker}"
+
+
+@pytest.fixture(scope="session")
+def django_db_keepdb(request, django_db_modify_db_settings) -> bool:
+    """On SQLite each worker's test database starts as a copy of the migrated empty database
+    bench.stack keeps per state of the migrations (made once under a lock, by whichever worker
+    or hostile server asks first), and Django keeps it: its `migrate` then has nothing to apply.
+    Migrating afresh was 9-13 s of each worker's start on 2 cores (issue 25 point 4). The copy
+    replaces whatever an earlier run left. PostgreSQL creates and migrates as before;
+    `--reuse-db` keeps its meaning on both."""
+    if request.config.getvalue("reuse_db"):
+        return True
+    name = settings.DATABASES["default"].get("TEST", {}).get("NAME")
+    if connection.vendor != "sqlite" or not name or ":memory:" in name:
+        return False
+    target = Path(name)
+    for leftover in (target, Path(f"{name}-wal"), Path(f"{name}-shm")):
+        leftover.unlink(missing_ok=True)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(migrated_sqlite(dict(os.environ)), target)
+    return True
 
 
 @pytest.fixture
@@ -117,8 +141,6 @@ def llm_provider(llm_server, settings):
 def _embedding_choice_read_afresh():
     """memory.recall.embedding keeps the connections page's embedding choice (O4) per process,
     until a change is noticed: each test reads its own database's."""
-    from memory.recall import embedding
-
     embedding.forget_remote()
     yield
     embedding.forget_remote()

@@ -10,9 +10,13 @@ from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.hashers import PBKDF2PasswordHasher
 from django.db import connections
+from django.template.loader import get_template
 from django.test.utils import override_settings
+from django.urls import get_resolver
 from playwright.sync_api import Locator
 
+from memory.recall import embedding
+from previously.housekeeping import WARM_TEMPLATES
 from previously.llm import reset_provider
 from previously.llm.openai_compat import OpenAICompatible
 from tests.llm_server import FakeLLMServer, Turn
@@ -26,6 +30,19 @@ THEMES = ("light", "dark")
 # No assertion reads a screenshot, and taking them was about 30 % of a browser test's time
 # (issue 25 point 4), so the suite takes them only when asked: `make shots` sets this.
 SHOTS = os.environ.get("PREVIOUSLY_TEST_SHOTS") == "1"
+
+
+def looks() -> list[tuple[str, str, str, int]]:
+    """The looks (theme, language, browser locale, width) a test checks its pages in: all eight
+    when the screenshots are asked for (`make shots`); else four that hold every pair of the
+    three (each width in each language, each theme at each width and in each language). What the
+    pages are checked for (nothing wider than the window, the bar on one row, the theme's
+    background, the words of the language) turns on one or two of the three, and a page's look
+    costs a second or more in the browser (issue 25 point 4)."""
+    every = [(theme, lang, locale, width) for theme in THEMES for lang, locale in LANGS for width in WIDTHS]
+    if SHOTS:
+        return every
+    return [look for look in every if (look[0] == "dark") == ((look[1] == "zh") != (look[3] == WIDTHS[1]))]
 
 
 def shot(target, name: str, **options) -> None:
@@ -49,6 +66,17 @@ def log_in(page, base_url: str, username: str, password: str, *, submit: str = "
     # The composer is parsed before chat.js at the page's end has run: on a loaded machine a
     # file chosen at once would go unheard.
     page.wait_for_load_state("load")
+
+
+class QuickPBKDF2(PBKDF2PasswordHasher):
+    """Django's PBKDF2 under its own name (so production's hasher reads its hashes, and the other
+    way round) at few iterations. The live server is forked before the suite's MD5 setting
+    applies, and with the default hashers every sign-in cost the server about 0.9 s of CPU: a
+    stored hash of fewer iterations than the default is re-made at the default on the first
+    sign-in (must_update), and checked at it ever after; an unknown name is hashed at it too
+    (issue 25 point 4)."""
+
+    iterations = 1000
 
 
 class LiveChatServer(ChannelsLiveServerTestCase):
@@ -84,12 +112,29 @@ class LiveChatServer(ChannelsLiveServerTestCase):
         # inherit this thread's (its event-loop thread runs as this one did), and two processes
         # on one connection's locks and snapshot is how a test read none of the rows the server
         # had just shown (test_chat_browser, once, in a full run). Both sides open their own.
+        cls.warm_before_the_fork()
         connections.close_all()
+        cls._hashers = override_settings(PASSWORD_HASHERS=["tests.e2e.live.QuickPBKDF2"])
+        cls._hashers.enable()
         super().setUpClass()
+
+    @staticmethod
+    def warm_before_the_fork() -> None:
+        """Load here once what each forked server would load for itself on its first requests
+        (as previously.server's warm_up does before it listens): the sentence-embedding model,
+        the URL patterns with every view they import, and the chat's templates. Each server
+        inherits them; loading them cost each of them about 1.5 s of CPU (issue 25 point 4).
+        The embedding choice is read afresh after (each test's database has its own)."""
+        embedding.preload()
+        embedding.forget_remote()
+        get_resolver().url_patterns  # noqa: B018 - imported for the fork to inherit
+        for name in WARM_TEMPLATES:
+            get_template(name)
 
     @classmethod
     def tearDownClass(cls):
         super().tearDownClass()
+        cls._hashers.disable()
         settings.DATABASES["default"]["TEST"]["NAME"] = cls._test_name
         settings.PREVIOUSLY_TYPING_HOLD_SECONDS = cls._typing_hold
         settings.PREVIOUSLY_MODEL_LIST_SECONDS = cls._list_wait
@@ -98,11 +143,8 @@ class LiveChatServer(ChannelsLiveServerTestCase):
 
     @staticmethod
     def make_user(username: str, password: str):
-        # The server process kept the default hashers (the suite's MD5 setting came later), so
-        # store a PBKDF2 hash it can check; few iterations keep it fast.
-        return get_user_model().objects.create(
-            username=username, password=PBKDF2PasswordHasher().encode(password, "e2esalt", iterations=1000)
-        )
+        """A person the server can sign in (its hashers are QuickPBKDF2, the test's MD5)."""
+        return get_user_model().objects.create(username=username, password=QuickPBKDF2().encode(password, "e2esalt"))
 
 
 class LiveServerWithMedia(LiveChatServer):

@@ -11,7 +11,7 @@ import pytest
 from memory.archive import archive_message
 from memory.models import Card, EvolutionRun, Profile, Slice
 from tests.e2e.conftest import CHROMIUM_ARGS, chromium_path
-from tests.e2e.live import LANGS, THEMES, WIDTHS, LiveChatServer, log_in, shot
+from tests.e2e.live import LiveChatServer, log_in, looks, shot
 from tests.factories import CardSnapshotFactory, ExperienceFactory, HighlightFactory
 from tests.llm_server import Turn
 from tests.memory.card.samples import SEED_CARD
@@ -80,32 +80,30 @@ class LooksInTheBrowser(LiveChatServer):
             log_in(page, self.live_server_url, "mei", "pw-mei-12345", submit="main button[type=submit]")
             cookies = login.cookies()
 
-            for theme in THEMES:
-                for lang, locale in LANGS:
-                    for width in WIDTHS:
-                        ctx = browser.new_context(viewport={"width": width, "height": 860}, locale=locale,
-                                                  color_scheme=theme)
-                        tab = ctx.new_page()
-                        for name, path in (("login", "/login/"),):
-                            tab.goto(self.live_server_url + path)
-                            shot(tab, f"looks-{name}-{width}-{lang}-{theme}", full_page=True)
-                        ctx.add_cookies(cookies)
-                        for name, path in pages.items():
-                            tab.goto(self.live_server_url + path)
-                            if name == "chat":
-                                tab.wait_for_selector(".msg.assistant")
-                            wide = tab.evaluate("document.documentElement.scrollWidth")
-                            if wide > width:
-                                overflow.append(f"{name} {width}px {lang} {theme}: {wide}px wide")
-                            shot(tab, f"looks-{name}-{width}-{lang}-{theme}",
-                                 full_page=name != "chat")
-                            bg = tab.evaluate("getComputedStyle(document.body).backgroundColor")
-                            assert (bg == "rgb(20, 22, 25)") == (theme == "dark"), (name, theme, bg)
-                        if width == 1280:
-                            # One row: the bar is as tall as one line of controls.
-                            height = tab.evaluate("document.querySelector('.topbar').getBoundingClientRect().height")
-                            assert height < 64, f"the navigation wraps at 1280 px ({lang}): {height}px"
-                        ctx.close()
+            for theme, lang, locale, width in looks():
+                ctx = browser.new_context(viewport={"width": width, "height": 860}, locale=locale,
+                                          color_scheme=theme)
+                tab = ctx.new_page()
+                for name, path in (("login", "/login/"),):
+                    tab.goto(self.live_server_url + path)
+                    shot(tab, f"looks-{name}-{width}-{lang}-{theme}", full_page=True)
+                ctx.add_cookies(cookies)
+                for name, path in pages.items():
+                    tab.goto(self.live_server_url + path)
+                    if name == "chat":
+                        tab.wait_for_selector(".msg.assistant")
+                    wide = tab.evaluate("document.documentElement.scrollWidth")
+                    if wide > width:
+                        overflow.append(f"{name} {width}px {lang} {theme}: {wide}px wide")
+                    shot(tab, f"looks-{name}-{width}-{lang}-{theme}",
+                         full_page=name != "chat")
+                    bg = tab.evaluate("getComputedStyle(document.body).backgroundColor")
+                    assert (bg == "rgb(20, 22, 25)") == (theme == "dark"), (name, theme, bg)
+                if width == 1280:
+                    # One row: the bar is as tall as one line of controls.
+                    height = tab.evaluate("document.querySelector('.topbar').getBoundingClientRect().height")
+                    assert height < 64, f"the navigation wraps at 1280 px ({lang}): {height}px"
+                ctx.close()
             assert not overflow, "wider than the window:\n" + "\n".join(overflow)
 
             # The phone menu: collapsed, opened by its button, closed by Esc; the language

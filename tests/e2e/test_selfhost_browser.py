@@ -23,7 +23,7 @@ from django.utils.http import urlsafe_base64_encode
 from memory.models import Connection, Invitation, Profile, RecallVector, SiteSwitch
 from memory.sealed import seal
 from tests.e2e.conftest import CHROMIUM_ARGS, chromium_path
-from tests.e2e.live import LANGS, SHOTS, THEMES, WIDTHS, LiveChatServer, log_in, shot
+from tests.e2e.live import SHOTS, LiveChatServer, log_in, looks, shot
 from tests.llm_server import Turn
 
 
@@ -147,25 +147,23 @@ class SelfHostingInTheBrowser(OfflineLiveServer):
             # Pictures only (make shots): these 56 loads check nothing.
             if SHOTS:
                 cookies = staff.cookies()
-                for theme in THEMES:
-                    for lang, locale in LANGS:
-                        for width in WIDTHS:
-                            ctx = browser.new_context(viewport={"width": width, "height": 900}, locale=locale,
-                                                      color_scheme=theme)
-                            ctx.add_cookies(cookies)
-                            tab = ctx.new_page()
-                            for name, path in (("connections", "/connections/"), ("people", "/people/"),
-                                               ("account", "/account/"), ("password", "/account/password/"),
-                                               ("delete-account", "/account/delete/"), ("about", "/about/"),
-                                               ("companion-settings", "/profiles/owner/edit/")):
-                                tab.goto(url + path)
-                                shot(tab, f"selfhost-{name}-{width}-{lang}-{theme}",
-                                     full_page=True)
-                            ctx.close()
+                for theme, lang, locale, width in looks():  # all eight under make shots
+                    ctx = browser.new_context(viewport={"width": width, "height": 900}, locale=locale,
+                                              color_scheme=theme)
+                    ctx.add_cookies(cookies)
+                    tab = ctx.new_page()
+                    for name, path in (("connections", "/connections/"), ("people", "/people/"),
+                                       ("account", "/account/"), ("password", "/account/password/"),
+                                       ("delete-account", "/account/delete/"), ("about", "/about/"),
+                                       ("companion-settings", "/profiles/owner/edit/")):
+                        tab.goto(url + path)
+                        shot(tab, f"selfhost-{name}-{width}-{lang}-{theme}",
+                             full_page=True)
+                    ctx.close()
             browser.close()
         assert RecallVector.objects.filter(model="openai:fake-embed+prev1").exists()
         assert picked == f"{Connection.objects.get().pk}|qwen2.5:7b-通义"
-        # The server process hashes with Django's default PBKDF2 (the suite's MD5 came later).
+        # The server process hashes with PBKDF2 (live.QuickPBKDF2; the suite's MD5 came later).
         assert PBKDF2PasswordHasher().verify("b-longer-pw-4420", get_user_model().objects.get(username="lin").password)
 
 
@@ -267,50 +265,48 @@ class SelfHostingPagesInEveryLook(OfflineLiveServer):
                 "connection-refused-url": ("root", "/connections/new/", refused_url),
                 "connections-test-failed": ("root", "/connections/", test_refused),
             }
-            for theme in THEMES:
-                for lang, locale in LANGS:
-                    for width in WIDTHS:
-                        ctx = browser.new_context(viewport={"width": width, "height": 900}, locale=locale,
-                                                  color_scheme=theme)
-                        tab = ctx.new_page()
-                        for name, (who, path, first) in pages.items():
-                            ctx.clear_cookies()
-                            if who:
-                                ctx.add_cookies(signed_in[who])
-                            tab.goto(url + path.format(lang=lang))
-                            if first:
-                                first(tab)
-                            selector, en, zh = SAYS[name]
-                            expect(tab.locator(selector).first).to_contain_text(en if lang == "en" else zh)
-                            if name == "chat-offline":
-                                expect(tab.locator("#offline-banner a")).to_have_count(0)  # no link for others
-                            if name == "connection-edit":
-                                expect(tab.locator("#id_api_key")).to_have_value("")
-                            if name == "connections-test-failed":  # ordered by name; the result beside its button
-                                expect(tab.locator(".connection .models")).to_contain_text([
-                                    "The server could not be reached" if lang == "en" else "无法连接服务器",
-                                    "The stored key cannot be read any more" if lang == "en" else "保存的密钥已无法读取",
-                                    "The server refused the key (401)." if lang == "en" else "服务器拒绝了这个密钥（401）。",
-                                ])
-                                tested = tab.locator(f".connection:has(form[action='/connections/{refused.pk}/test/'])")
-                                expect(tested.locator(".test-result")).to_have_count(1)
-                            body = tab.content()
-                            assert not any(key in body for key in ("sk-wrong-key-7c1f", "sk-old-5e2a")), name
-                            if "Select an option" in body:  # Django 6.1's blank choice, untranslated in zh
-                                problems.append(f"{name} {width}px {lang} {theme}: '- Select an option -'")
-                            if who and width == 1280:  # one row, for staff too (issue 17 point 8)
-                                bar = tab.evaluate("document.querySelector('.topbar').getBoundingClientRect().height")
-                                if bar >= 64:
-                                    problems.append(f"{name} {width}px {lang} {theme}: the navigation wraps ({bar}px)")
-                            wide = tab.evaluate("document.documentElement.scrollWidth")
-                            if wide > width:
-                                problems.append(f"{name} {width}px {lang} {theme}: {wide}px wide")
-                            bg = tab.evaluate("getComputedStyle(document.body).backgroundColor")
-                            if (bg == DARK) != (theme == "dark"):
-                                problems.append(f"{name} {width}px {lang} {theme}: background {bg}")
-                            shot(tab, f"selfhost-{name}-{width}-{lang}-{theme}",
-                                 full_page=not name.startswith("chat"))
-                        ctx.close()
+            for theme, lang, locale, width in looks():
+                ctx = browser.new_context(viewport={"width": width, "height": 900}, locale=locale,
+                                          color_scheme=theme)
+                tab = ctx.new_page()
+                for name, (who, path, first) in pages.items():
+                    ctx.clear_cookies()
+                    if who:
+                        ctx.add_cookies(signed_in[who])
+                    tab.goto(url + path.format(lang=lang))
+                    if first:
+                        first(tab)
+                    selector, en, zh = SAYS[name]
+                    expect(tab.locator(selector).first).to_contain_text(en if lang == "en" else zh)
+                    if name == "chat-offline":
+                        expect(tab.locator("#offline-banner a")).to_have_count(0)  # no link for others
+                    if name == "connection-edit":
+                        expect(tab.locator("#id_api_key")).to_have_value("")
+                    if name == "connections-test-failed":  # ordered by name; the result beside its button
+                        expect(tab.locator(".connection .models")).to_contain_text([
+                            "The server could not be reached" if lang == "en" else "无法连接服务器",
+                            "The stored key cannot be read any more" if lang == "en" else "保存的密钥已无法读取",
+                            "The server refused the key (401)." if lang == "en" else "服务器拒绝了这个密钥（401）。",
+                        ])
+                        tested = tab.locator(f".connection:has(form[action='/connections/{refused.pk}/test/'])")
+                        expect(tested.locator(".test-result")).to_have_count(1)
+                    body = tab.content()
+                    assert not any(key in body for key in ("sk-wrong-key-7c1f", "sk-old-5e2a")), name
+                    if "Select an option" in body:  # Django 6.1's blank choice, untranslated in zh
+                        problems.append(f"{name} {width}px {lang} {theme}: '- Select an option -'")
+                    if who and width == 1280:  # one row, for staff too (issue 17 point 8)
+                        bar = tab.evaluate("document.querySelector('.topbar').getBoundingClientRect().height")
+                        if bar >= 64:
+                            problems.append(f"{name} {width}px {lang} {theme}: the navigation wraps ({bar}px)")
+                    wide = tab.evaluate("document.documentElement.scrollWidth")
+                    if wide > width:
+                        problems.append(f"{name} {width}px {lang} {theme}: {wide}px wide")
+                    bg = tab.evaluate("getComputedStyle(document.body).backgroundColor")
+                    if (bg == DARK) != (theme == "dark"):
+                        problems.append(f"{name} {width}px {lang} {theme}: background {bg}")
+                    shot(tab, f"selfhost-{name}-{width}-{lang}-{theme}",
+                         full_page=not name.startswith("chat"))
+                ctx.close()
 
             # The reset link works once: used, it is refused like a forged one.
             ctx = browser.new_context(viewport={"width": 390, "height": 900}, locale="en-GB")

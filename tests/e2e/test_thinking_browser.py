@@ -14,7 +14,7 @@ from tests.llm_server import Turn
 @pytest.mark.browser
 @pytest.mark.filterwarnings("ignore:This process .* is multi-threaded:DeprecationWarning")
 class ThinkingInTheBrowser(LiveChatServer):
-    default_turn = Turn(chunks=["Here ", "I am."], delay=12.0)  # every request slow (the analyzer's too)
+    default_turn = Turn(chunks=["Here ", "I am."], delay=7.0)  # every request slow (the analyzer's too); "thinking…" shows after 3 s
 
     def test_a_slow_first_word_shows_thinking_then_the_words(self):
         from playwright.sync_api import expect, sync_playwright
