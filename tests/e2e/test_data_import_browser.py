@@ -103,8 +103,11 @@ class FullImportInTheBrowser(LiveServerWithMedia):
                 expect(running.locator("h3")).to_have_text(words["importing"])
                 expect(running.locator("#import-stage")).to_have_text(words["stage"])
                 expect(running.locator("#import-bar")).to_have_attribute("value", "2")
+                expect(page.locator("#import-upload input[name=export]")).to_have_count(0)  # one import at a time
                 shot(page, f"data-import-running-{width}-{lang}-{scheme}", full_page=True)
                 progress.write(token, ended)  # the next poll ends it
                 expect(page.locator("#import-progress h3")).to_have_text(words["done"], timeout=5_000)
+                expect(page.locator("#import-upload input[name=export]")).to_be_visible()  # and the form is back
+                shot(page, f"data-import-ended-{width}-{lang}-{scheme}", full_page=True)
                 ctx.close()
             browser.close()

@@ -153,11 +153,11 @@ def data_import_progress(request, token: str):
     state = progress.read(token) or {"state": "gone"}
     pending = pending_preview(request.user)
     resume = token if state["state"] == "stopped" and pending is not None and pending.token == token else None
-    context = {"progress": state, "token": token, "resume": resume}
-    if request.htmx:
-        return render(request, "data/data.html#progress", context)
     target = get_object_or_404(get_user_model(), pk=pending.target_id) if pending is not None else request.user
-    return render(request, "data/data.html", {**context, "target": target, "profiles": Profile.objects.for_user(target)})
+    context = {"progress": state, "token": token, "resume": resume, "target": target}
+    if request.htmx:  # the section; once ended, the upload form too (out of band)
+        return render(request, "data/data.html#progress", context)
+    return render(request, "data/data.html", {**context, "profiles": Profile.objects.for_user(target)})
 
 
 @task()

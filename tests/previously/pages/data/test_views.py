@@ -257,6 +257,7 @@ def test_the_apply_runs_in_the_background_and_its_page_shows_how_far_it_is(clien
     assert f'hx-get="{reverse("data_import_progress", args=[token])}"' in html and 'hx-trigger="load delay:1s"' in html
     assert '<progress id="import-bar" max="5" value="2">' in html and "Writing messages: 2 of 5." in html
     assert "<h1>" not in html  # the partial alone
+    assert 'name="export"' not in html  # no new upload while this one is read
     with translation.override("zh-hans"):
         real_write(token, {"state": "running", "stage": kind_shown("messages"), "done": 2, "total": 5})
     zh = client.get(reverse("data_import_progress", args=[token]), HTTP_ACCEPT_LANGUAGE="zh-hans").content.decode()
@@ -265,6 +266,13 @@ def test_the_apply_runs_in_the_background_and_its_page_shows_how_far_it_is(clien
     real_write(token, written[-1])
     done = client.get(reverse("data_import_progress", args=[token])).content.decode()
     assert "hx-get" not in done.split('id="import-progress"')[1].split(">")[0] and "Imported" in done
+    # The poll that finds it ended brings the upload form back beside the report (out of band),
+    # as a reload of the page shows it.
+    ended = client.get(reverse("data_import_progress", args=[token]), HTTP_HX_REQUEST="true").content.decode()
+    assert "Imported" in ended and "<h1>" not in ended
+    upload = ended.split('<div id="import-upload" hx-swap-oob="true">')[1]
+    assert 'name="export"' in upload and 'name="user"' not in upload  # the person's own account
+    assert 'name="export"' in done and "hx-swap-oob" not in done
 
 
 def test_an_apply_under_way_is_not_started_twice(client, profile, bob, storage, settings, monkeypatch):
