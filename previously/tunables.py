@@ -110,6 +110,9 @@ TUNABLES: dict[str, Tunable] = {
     "PREVIOUSLY_EMBEDDINGS": Tunable("", choices=("", "local", "openai", "off")),
     "PREVIOUSLY_EMBEDDING_BASE_URL": Tunable(""),
     "PREVIOUSLY_EMBEDDING_MODEL": Tunable(""),
+    # A line's first this many characters make its vector (a pasted document of 85k Chinese
+    # characters cost the in-process model 6 s of CPU; its words stay found by the lexical index).
+    "PREVIOUSLY_EMBED_MAX_CHARS": Tunable(1000, minimum=1),
     # Background tasks (K11, O3): see TASKS in settings.py.
     "PREVIOUSLY_TASKS_BACKEND": Tunable("thread", choices=("thread", "db", "immediate")),
     "PREVIOUSLY_TASK_THREADS": Tunable(2, minimum=1),

@@ -132,10 +132,16 @@ def forget_remote() -> None:
 def embed(texts: Sequence[str], embedder: Embedder | None = None) -> np.ndarray | None:
     """Vectors for `texts` (one row each) by the configured model, or None when off.
 
-    Recently seen texts come from a small cache, so a turn pays for its line once."""
+    A text's vector is its first PREVIOUSLY_EMBED_MAX_CHARS characters': the model's cost grows
+    with the text (about 70 µs a Chinese character on 2 cores), and a 256 kB pasted document
+    held a turn's thread, and the GIL every other person's turn needs, for seconds (issue 24);
+    a remote endpoint refuses a text over its token window. The whole text stays in the lexical
+    index. Recently seen texts come from a small cache, so a turn pays for its line once."""
     embedder = embedder or current()
     if embedder is None or not texts:
         return None
+    most = settings.PREVIOUSLY_EMBED_MAX_CHARS
+    texts = [t[:most] for t in texts]
     keys = [(embedder.name, t) for t in texts]
     with _cache_lock:
         found = {k: _cache[k] for k in keys if k in _cache}

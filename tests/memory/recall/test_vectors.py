@@ -344,3 +344,22 @@ def test_the_shortlist_cut_read_from_a_sample_is_the_cut_of_every_distance():
     misleading[: 37 * 16 : 16] = 0  # only sampled lines are close: the bound holds 37 of 300
     kept = vectors.closest(misleading, 300)
     assert len(kept) == 300 and np.array_equal(np.sort(kept), np.sort(vectors._closest(misleading, 300)))
+
+
+def test_a_pasted_document_is_embedded_by_its_first_characters_and_found_by_any_word(embedded_texts, settings):
+    """Issue 24 (S4, S6, R8): the model's cost grows with the text (a 256 kB paste was seconds of
+    CPU), so a line's vector, as itself and as the next line's context, is made from its first
+    PREVIOUSLY_EMBED_MAX_CHARS characters; a word anywhere in it is still found (lexically)."""
+    settings.PREVIOUSLY_EMBED_MAX_CHARS = 1000
+    profile = ProfileFactory()
+    document = "\n".join(f"{n}. {FILLER[n % len(FILLER)]} ({n * 37 % 101} 🌿)" for n in range(600))
+    document += "\nThe last page names the Quetzalcoatlus fossil 化石."
+    assert len(document) > 20_000
+    pasted = _say(profile, 1, document)
+    answer = _say(profile, 2, "Thanks, I read all of it.", speaker="assistant")
+    assert embedded_texts and max(len(text) for text, _ in embedded_texts) <= 1000
+    head = embedding.current().embed([document[:1000]])[0]  # the model itself, uncut
+    assert float(_stored(pasted) @ head) > 0.999
+    line = embedding.current().embed(["Thanks, I read all of it."])[0]
+    assert float(_stored(answer) @ embedding.normalised((line + head)[None, :])[0]) > 0.999
+    assert _ids(profile, "Quetzalcoatlus", limit=1) == [pasted.pk]
