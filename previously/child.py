@@ -83,7 +83,7 @@ def ask(command: str, payload: dict) -> dict:
     """Run `manage.py COMMAND` with `payload` and the language in force (the child speaks it),
     and return its `reply`; raises Ended when it ended without one."""
     done = run(command, {**payload, "language": translation.get_language()}, answer=True)
-    if done.returncode != 0:
+    if done.returncode != 0 or not done.stdout.strip():  # a child that answers exits 0 after its word
         log.error("%s %s: its process ended with %s: %s", command, payload.get("token", ""), done.returncode, done.stderr)
         raise Ended(done.returncode)
     return pickle.loads(base64.b64decode(done.stdout))

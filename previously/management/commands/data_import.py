@@ -17,8 +17,8 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         asked = child.received()
-        if not asked["dry_run"]:
-            run_full_apply(asked["token"], asked["user_id"])
+        if not asked["dry_run"]:  # its progress and end written for the page, how it ended said to the server
+            child.reply(self.stdout, {"state": run_full_apply(asked["token"], asked["user_id"])})
             return
         try:
             answer = {"report": preview_report(asked["token"], asked["user_id"])}

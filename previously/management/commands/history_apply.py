@@ -16,4 +16,4 @@ class Command(BaseCommand):
     def handle(self, *args, **options):
         asked = child.received()
         state = run_apply(asked["token"], asked["user_id"], asked["profile_key"], asked["fmt"], asked["name"])
-        self.stdout.write(state)
+        child.reply(self.stdout, {"state": state})

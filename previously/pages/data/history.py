@@ -18,7 +18,6 @@ the companion settings page's catch-up section (H3: its estimate and its button)
 knows the one pending and the one running import, so nobody else's token is ever read (P2).
 """
 
-import logging
 from pathlib import Path
 
 from django.conf import settings
@@ -48,7 +47,6 @@ from previously.pages.current_profile import current_profile
 from previously.pages.data import progress
 from previously.pages.data.history_run import preview_report, run_apply
 
-log = logging.getLogger(__name__)
 PENDING = "history_import_pending"
 RUNNING = "history_import_running"
 SHOWN = 50  # conversations listed on the preview (the totals count them all)
@@ -194,13 +192,11 @@ def apply_history(token: str, user_id: int, profile_key: str, fmt: str, name: st
     the GIL another person's page and socket wait for; elsewhere (a task worker, a test), here."""
     if not child.beside_server():
         return run_apply(token, user_id, profile_key, fmt, name)
-    done = child.run("history_apply", {"token": token, "user_id": user_id, "profile_key": profile_key,
-                                       "fmt": fmt, "name": name})
-    state = progress.read(token) or {}
-    if done.returncode == 0 and state.get("state") in progress.ENDED:
-        return state["state"]
-    # It died before it could say how it ended (killed, out of memory, a broken start).
-    log.error("history import %s: its process ended with %s: %s", token, done.returncode, done.stderr)
-    drop_preview(token)
-    progress.write(token, {"state": "stopped", "error": str(child.Ended(done.returncode))})
-    return "stopped"
+    # The child says how it ended (not the progress file, which anyone may have written since).
+    try:
+        return child.ask("history_apply", {"token": token, "user_id": user_id, "profile_key": profile_key,
+                                           "fmt": fmt, "name": name})["state"]
+    except child.Ended as exc:  # it died before it could say (killed, out of memory, a broken start)
+        drop_preview(token)
+        progress.write(token, {"state": "stopped", "error": str(exc)})
+        return "stopped"

@@ -165,19 +165,17 @@ def apply_full(token: str, user_id: int, language: str) -> str:
     """Apply a previewed full import, writing its progress for the page; returns how it ended.
     Beside the server (the embedded default) in a child process (`manage.py data_import`);
     elsewhere (a task worker, a test), here."""
-    if not child.beside_server():
-        with translation.override(language):
-            return run_full_apply(token, user_id)
-    done = child.run("data_import", {"token": token, "user_id": user_id, "dry_run": False, "language": language})
-    state = progress.read(token) or {}
-    if done.returncode == 0 and state.get("state") in progress.ENDED:
-        return state["state"]
-    # It died before it could say how it ended (killed, out of memory, a broken start): what it
-    # wrote is kept and the preview stays, to apply again.
-    log.error("full import %s: its process ended with %s: %s", token, done.returncode, done.stderr)
     with translation.override(language):
-        progress.write(token, {"state": "stopped", "error": _stopped(child.Ended(done.returncode))})
-    return "stopped"
+        if not child.beside_server():
+            return run_full_apply(token, user_id)
+        # The child says how it ended (not the progress file, which anyone may have written since).
+        try:
+            return child.ask("data_import", {"token": token, "user_id": user_id, "dry_run": False})["state"]
+        except child.Ended as exc:
+            # It died before it could say how it ended (killed, out of memory, a broken start):
+            # what it wrote is kept and the preview stays, to apply again.
+            progress.write(token, {"state": "stopped", "error": _stopped(exc)})
+            return "stopped"
 
 
 def run_full_apply(token: str, user_id: int) -> str:

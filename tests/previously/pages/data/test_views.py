@@ -22,6 +22,7 @@ from memory.interop.full import write as write_module
 from memory.interop.full.report import KINDS
 from memory.interop.full.write import kind_shown
 from memory.models import Message
+from previously import child
 from previously.pages.data import progress, views
 from tests.factories import MessageFactory
 
@@ -463,6 +464,26 @@ def test_beside_the_server_the_full_import_is_previewed_and_applied_in_a_child_p
 def test_a_child_refusal_is_shown_in_the_persons_language(client, profile, storage, tasks_on_server_threads,
                                                           not_in_this_process):
     _refused_in_chinese(client, profile)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_apply_ends_as_its_child_says_whatever_was_written_to_its_progress_since(
+        client, profile, bob, storage, settings, tasks_on_server_threads, monkeypatch):
+    """The task takes how the apply ended from its child's answer, not from the progress file:
+    a write to that file after the child's own end (the browser journey's made-up "running"
+    state, which the last CI run lost this way) is not mistaken for a child that died."""
+    token = _five_lines_previewed(client, profile, bob, settings)
+    real_run, later = child.run, {"state": "running", "stage": "x", "done": 1, "total": 2}
+
+    def then_written_to(*args, **kwargs):
+        done = real_run(*args, **kwargs)
+        progress.write(token, later)
+        return done
+
+    monkeypatch.setattr(child, "run", then_written_to)
+    assert views.apply_full.call(token, bob.pk, "en") == "done"
+    assert progress.read(token) == later  # not overwritten with "stopped"
+    assert Message.objects.filter(profile__user=bob).count() == 5
 
 
 @pytest.mark.django_db(transaction=True)
