@@ -40,7 +40,7 @@ from previously.agent.lifecycle import after_reply, archive_line
 from previously.chat import guard, markdown, prompt
 from previously.chat.db import db_call
 from previously.i18n import for_profile
-from previously.llm import ProviderError, gate
+from previously.llm import Provider, ProviderError, gate
 from previously.llm.openai_compat import TOO_LONG
 from previously.llm.select import context_tokens, known_context_tokens, output_cap, provider_for
 from previously.push import apush
@@ -208,14 +208,16 @@ def _reread(profile: Profile) -> Profile:
 
 def prepare(
     profile: Profile, user_message: Message, *, local_time: str | None = None, now: datetime | None = None,
-    images: bool = False, recent: list[Message] | None = None, offline: bool = False,
+    images: bool = False, recent: list[Message] | None = None, offline: bool = False, reread: bool = True,
 ) -> Prepared:
     """Recall and the provider request for a reply to `user_message` (constant queries, O2).
     `recent`: the turns to replay instead of the slice's (an off-the-record conversation's
     unsaved lines, P5); recall still searches the archive only. `offline`: no model will read
     the request, and what is recalled is what the offline answer quotes (L2, `offline_reply`):
-    the current conversation may be quoted too, only the question itself is left out."""
-    profile = _reread(profile)  # persona/language may have changed
+    the current conversation may be quoted too, only the question itself is left out.
+    `reread=False`: `profile` was read just now."""
+    if reread:
+        profile = _reread(profile)  # persona/language may have changed
     # The archive write hands back its message with the slice attached: no query then.
     slice_ = user_message.slice
     clock = local_clock(now or timezone.now(), user_message.tz or None, local_time)
@@ -662,6 +664,18 @@ class Generated:
         )
 
 
+@db_call
+def _provider_and_request(profile: Profile, user_message: Message, *, local_time: str | None,
+                          recent: list[Message] | None) -> tuple[Provider, Prepared]:
+    """The companion's own model and temperature as stored now (issue 17), and the request for
+    it (`prepare`), in one database call: `provider_for` may read the stored model choice, which
+    on the event loop held every socket while it ran."""
+    profile = _reread(profile)
+    provider = provider_for(profile)
+    return provider, prepare(profile, user_message, local_time=local_time, recent=recent, reread=False,
+                             images=getattr(provider, "supports_images", False), offline=provider.offline)
+
+
 async def generate(
     profile: Profile, user_message: Message, send: Send, *, local_time: str | None = None,
     stop: asyncio.Event | None = None, recent: list[Message] | None = None, list_id: str = "messages",
@@ -671,12 +685,7 @@ async def generate(
     `list_id`); nothing is stored here. `recent` replaces the slice's replayed turns and
     `kept=False` says the line is not kept (an off-the-record conversation, P5)."""
     umid = user_message.mid
-    profile = await db_call(_reread)(profile)
-    provider = provider_for(profile)  # the companion's own model and temperature (issue 17)
-    prepared = await db_call(prepare)(
-        profile, user_message, local_time=local_time, images=getattr(provider, "supports_images", False),
-        recent=recent, offline=provider.offline,
-    )
+    provider, prepared = await _provider_and_request(profile, user_message, local_time=local_time, recent=recent)
     lang = prepared.profile.language
     await send(render("reply_start", umid=umid, lang=lang, offline=provider.offline, list_id=list_id))
     cleaner = markers.StreamCleaner()

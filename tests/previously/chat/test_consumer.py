@@ -1,6 +1,7 @@
 """The chat turn over the websocket (SPEC A2, A3, A5, C2, L2, L3), against a real local
 OpenAI-compatible server through the real SDK."""
 
+import asyncio
 import re
 from datetime import datetime
 
@@ -56,6 +57,28 @@ async def test_a_reply_streams_token_by_token_and_both_lines_are_archived(connec
     stored = await rows(profile)
     assert [(r[1], r[2], r[3]) for r in stored] == [("user", "hi there", "complete"), ("assistant", "Hello Alice!", "complete")]
     assert re.fullmatch(r"a_\d{13}_[0-9a-f]{8}", stored[1][0])
+
+
+async def test_the_companion_s_model_is_looked_up_off_the_event_loop(connect, user, profile, llm_server, llm_provider,
+                                                                     monkeypatch):
+    """`provider_for` may read the stored model choice (O4); it runs in the turn's database
+    hop with the recall, never on the event loop, where its read would block every socket."""
+    looked_up_on_a_loop = []
+    real = turn.provider_for
+
+    def spy(p):
+        try:
+            asyncio.get_running_loop()
+            looked_up_on_a_loop.append(True)
+        except RuntimeError:
+            looked_up_on_a_loop.append(False)
+        return real(p)
+
+    monkeypatch.setattr(turn, "provider_for", spy)
+    llm_server.script(Turn(chunks=["ok"]))
+    chat = await connect(user)
+    await chat.say("which model answers?", mid=new_mid(1))
+    assert looked_up_on_a_loop == [False]
 
 
 async def test_model_output_is_escaped_in_the_page(connect, user, profile, llm_server, llm_provider):
