@@ -12,7 +12,7 @@ import pytest
 
 from memory.models import Message, Profile, Slice
 from tests.e2e.conftest import CHROMIUM_ARGS, chromium_path
-from tests.e2e.live import LiveServerWithMedia, shot
+from tests.e2e.live import SHOTS, LiveServerWithMedia, shot
 from tests.memory.history import samples as s
 from tests.memory.interop.card_fixtures import v2_png
 
@@ -57,72 +57,73 @@ class HistoryInTheBrowser(LiveServerWithMedia):
             self.make_user(f"hist-{lang}", f"pw-hist-{lang}-12345")
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path=chromium_path(), args=CHROMIUM_ARGS)
-            for lang, locale in LOCALES.items():
-                words = WORDS[lang]
-                for width in (1280, 390):
-                    ctx = browser.new_context(viewport={"width": width, "height": 900}, locale=locale)
-                    page = ctx.new_page()
-                    page.goto(f"{self.live_server_url}/login/")
-                    page.fill("#id_username", f"hist-{lang}")
-                    page.fill("#id_password", f"pw-hist-{lang}-12345")
-                    page.click("main button[type=submit]")
-                    page.wait_for_selector("#composer-text")
-                    key = f"mia{width}"
-                    page.goto(f"{self.live_server_url}/data/")
-                    page.click("#bring-history a")
-                    page.fill("#history-upload input[name=profile]", key)
-                    page.set_input_files("#history-upload input[type=file]", str(export))
-                    shot(page, f"history-upload-{width}-{lang}", full_page=True)
-                    page.click("#history-upload button[type=submit]")
-                    preview = page.locator("#history-preview")
-                    expect(preview.locator("h2")).to_have_text(words["preview"])
-                    expect(preview).to_contain_text(words["new"])
-                    expect(preview.locator("#history-conversations tbody tr")).to_have_count(2)
-                    expect(preview.locator("#history-conversations")).to_contain_text("Trip to Hangzhou")
-                    totals = preview.locator("#history-totals")
-                    expect(totals.locator("tr").nth(0).locator("td")).to_have_text("10")
-                    expect(totals.locator("tr").nth(1).locator("td")).to_have_text("2")
-                    expect(totals.locator("tr").nth(3).locator("td")).to_have_text("2 / 0")
-                    shot(page, f"history-preview-{width}-{lang}", full_page=True)
-                    page.click("#history-apply")
-                    expect(page.locator("#history-done")).to_be_visible(timeout=20_000)
-                    expect(page.locator("#history-progress > h2")).to_have_text(words["done"])
-                    expect(page.locator("#history-progress #catch-up")).to_contain_text(words["catch_up"])
-                    shot(page, f"history-done-{width}-{lang}", full_page=True)
+            # Every look under `make shots`; else the two that hold both languages and both widths.
+            runs = [(lang, width) for lang in LOCALES for width in (1280, 390)]
+            for lang, width in (runs if SHOTS else [("en", 1280), ("zh", 390)]):
+                words, locale = WORDS[lang], LOCALES[lang]
+                ctx = browser.new_context(viewport={"width": width, "height": 900}, locale=locale)
+                page = ctx.new_page()
+                page.goto(f"{self.live_server_url}/login/")
+                page.fill("#id_username", f"hist-{lang}")
+                page.fill("#id_password", f"pw-hist-{lang}-12345")
+                page.click("main button[type=submit]")
+                page.wait_for_selector("#composer-text")
+                key = f"mia{width}"
+                page.goto(f"{self.live_server_url}/data/")
+                page.click("#bring-history a")
+                page.fill("#history-upload input[name=profile]", key)
+                page.set_input_files("#history-upload input[type=file]", str(export))
+                shot(page, f"history-upload-{width}-{lang}", full_page=True)
+                page.click("#history-upload button[type=submit]")
+                preview = page.locator("#history-preview")
+                expect(preview.locator("h2")).to_have_text(words["preview"])
+                expect(preview).to_contain_text(words["new"])
+                expect(preview.locator("#history-conversations tbody tr")).to_have_count(2)
+                expect(preview.locator("#history-conversations")).to_contain_text("Trip to Hangzhou")
+                totals = preview.locator("#history-totals")
+                expect(totals.locator("tr").nth(0).locator("td")).to_have_text("10")
+                expect(totals.locator("tr").nth(1).locator("td")).to_have_text("2")
+                expect(totals.locator("tr").nth(3).locator("td")).to_have_text("2 / 0")
+                shot(page, f"history-preview-{width}-{lang}", full_page=True)
+                page.click("#history-apply")
+                expect(page.locator("#history-done")).to_be_visible(timeout=20_000)
+                expect(page.locator("#history-progress > h2")).to_have_text(words["done"])
+                expect(page.locator("#history-progress #catch-up")).to_contain_text(words["catch_up"])
+                shot(page, f"history-done-{width}-{lang}", full_page=True)
 
-                    slices, count = off_the_loop(lambda lang=lang, key=key: imported(f"hist-{lang}", key))
-                    assert len(slices) == 4 and count == 12, (slices, count)
-                    # The chat's side panel lists the imported conversations.
-                    page.goto(f"{self.live_server_url}/?profile={key}")
-                    page.wait_for_selector("#composer-text")
-                    if width < 700:
-                        page.click("#conversations > summary")
-                    for sl in slices:
-                        expect(page.locator(f'#conversation-list li[data-key="{sl}"]')).to_have_count(1)
-                    expect(page.locator("#conversation-list")).to_contain_text("周末想去杭州")
-                    shot(page, f"history-panel-{width}-{lang}")
-                    # And the timeline.
-                    page.goto(f"{self.live_server_url}/timeline/?profile={key}")
-                    for sl in slices:
-                        expect(page.locator(f"#slice-{sl}")).to_have_count(1)
-                    shot(page, f"history-timeline-{width}-{lang}", full_page=True)
-                    # A character card through the same upload (H2).
-                    page.goto(f"{self.live_server_url}/data/history/")
-                    page.fill("#history-upload input[name=profile]", f"sera{width}")
-                    page.set_input_files("#history-upload input[type=file]", str(card))
-                    page.click("#history-upload button[type=submit]")
-                    found = page.locator("#history-card")
-                    expect(found.locator("h2")).to_have_text(words["preview"])
-                    expect(found).to_contain_text(words["card"])
-                    expect(found).to_contain_text(words["new"])
-                    expect(found.locator(".card-preview")).to_contain_text(words["lore"])
-                    shot(page, f"history-card-preview-{width}-{lang}", full_page=True)
-                    page.click("#history-apply")
-                    expect(page.locator("#history-done")).to_have_text(words["made"])
-                    settings_link = page.locator("#history-card-settings")
-                    expect(settings_link).to_have_attribute("href", f"/profiles/sera{width}/edit/")
-                    shot(page, f"history-card-done-{width}-{lang}", full_page=True)
-                    settings_link.click()
-                    expect(page.locator("img.avatar.large")).to_be_visible()
-                    ctx.close()
+                slices, count = off_the_loop(lambda lang=lang, key=key: imported(f"hist-{lang}", key))
+                assert len(slices) == 4 and count == 12, (slices, count)
+                # The chat's side panel lists the imported conversations.
+                page.goto(f"{self.live_server_url}/?profile={key}")
+                page.wait_for_selector("#composer-text")
+                if width < 700:
+                    page.click("#conversations > summary")
+                for sl in slices:
+                    expect(page.locator(f'#conversation-list li[data-key="{sl}"]')).to_have_count(1)
+                expect(page.locator("#conversation-list")).to_contain_text("周末想去杭州")
+                shot(page, f"history-panel-{width}-{lang}")
+                # And the timeline.
+                page.goto(f"{self.live_server_url}/timeline/?profile={key}")
+                for sl in slices:
+                    expect(page.locator(f"#slice-{sl}")).to_have_count(1)
+                shot(page, f"history-timeline-{width}-{lang}", full_page=True)
+                # A character card through the same upload (H2).
+                page.goto(f"{self.live_server_url}/data/history/")
+                page.fill("#history-upload input[name=profile]", f"sera{width}")
+                page.set_input_files("#history-upload input[type=file]", str(card))
+                page.click("#history-upload button[type=submit]")
+                found = page.locator("#history-card")
+                expect(found.locator("h2")).to_have_text(words["preview"])
+                expect(found).to_contain_text(words["card"])
+                expect(found).to_contain_text(words["new"])
+                expect(found.locator(".card-preview")).to_contain_text(words["lore"])
+                shot(page, f"history-card-preview-{width}-{lang}", full_page=True)
+                page.click("#history-apply")
+                expect(page.locator("#history-done")).to_have_text(words["made"])
+                settings_link = page.locator("#history-card-settings")
+                expect(settings_link).to_have_attribute("href", f"/profiles/sera{width}/edit/")
+                shot(page, f"history-card-done-{width}-{lang}", full_page=True)
+                settings_link.click()
+                expect(page.locator("img.avatar.large")).to_be_visible()
+                ctx.close()
             browser.close()
