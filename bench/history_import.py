@@ -36,7 +36,7 @@ import time
 import zipfile
 from pathlib import Path
 
-from bench.import_upload import post_form, preview_token, session_cookie, upload, wait_for_import
+from bench.import_upload import post_form, preview_token, session_cookies, upload, wait_for_import
 from bench.machine import load_numbers
 from bench.stack import PRODUCTION_OVER_HTTP
 from tests.hostile.server import Probe, SocketProbe, get, rss_bytes, start
@@ -251,7 +251,7 @@ def live(path: Path, work: Path) -> dict:
     stack = start(work, env=PRODUCTION_OVER_HTTP)  # as `make bench` runs it, and as production does
     try:
         port, pid = stack.ports[0], stack.procs[0].pid
-        bystander, importer = session_cookie(stack, "bystander"), session_cookie(stack, "importer")
+        bystander, importer = session_cookies(stack, "bystander", "importer")
         get(port, "/", bystander)  # their page is open already: its first render is not the import's doing
         server_start_mb = rss_bytes(pid) / 1024 / 1024
         # Their page fetched every 0.1 s, and their chat over the socket: a line every 0.5 s, timed

@@ -21,7 +21,7 @@ from bench.import_upload import (
     csrf,
     post_form,
     preview_token,
-    session_cookie,
+    session_cookies,
     upload,
     wait_for_import,
     write_export,
@@ -37,7 +37,7 @@ BOUNDARY = "hostileuploadboundary"
 def server(tmp_path_factory):
     stack = start(tmp_path_factory.mktemp("hostile-uploads"))
     port, pid = stack.ports[0], stack.procs[0].pid
-    cookies = {name: session_cookie(stack, name) for name in ("uploader", "bystander")}
+    cookies = dict(zip(("uploader", "bystander"), session_cookies(stack, "uploader", "bystander"), strict=True))
     for _ in range(5):  # warm: templates, translations, the sessions
         assert get(port, "/data/", cookies["bystander"])[0] == 200
     yield port, pid, cookies, stack
@@ -191,8 +191,7 @@ def test_five_logins_leave_one_pending_upload_and_logout_removes_it(server, tmp_
     write_export(export, 50)
     folder = stack.var_dir / "media" / "imports"
     prefix = None
-    for _ in range(5):
-        cookie = session_cookie(stack, "five-logins")  # a new session each time
+    for cookie in session_cookies(stack, *["five-logins"] * 5):  # five sessions of one person
         status, page = upload(port, cookie, export)
         assert status == 200
         prefix = preview_token(page).split("-")[0] + "-"
