@@ -144,7 +144,10 @@ class LooksInTheBrowser(LiveChatServer):
             expect(toggle).to_have_attribute("aria-pressed", "false")
             toggle.click()
             expect(toggle).to_have_attribute("aria-pressed", "true")
-            tab.wait_for_function("getComputedStyle(document.body).backgroundColor === 'rgb(20, 22, 25)'", timeout=2000)
+            # A function, not an expression: Playwright polls an expression with eval(), which the
+            # page's CSP refuses whenever the first look is not yet true (a flake of the full run).
+            tab.wait_for_function("() => getComputedStyle(document.body).backgroundColor === 'rgb(20, 22, 25)'",
+                                  timeout=2000)
             # Record the theme at the first paint of the next page: set before any content.
             tab.add_init_script(
                 "document.addEventListener('readystatechange', () => { if (!window.__firstTheme)"
