@@ -40,6 +40,29 @@ def pytest_configure(config):
         layer.setdefault("CONFIG", {})["prefix"] = f"asgi-{worker}"
 
 
+# Tests that start servers and databases of their own, whatever the suite's engine: CI runs the
+# whole suite twice (SQLite, then PostgreSQL + Redis) and they would do the same work twice.
+# In a run of the whole suite each goes with the engine it exercises; named on the command line
+# (`make hostile`, `make faults`, `pytest tests/hostile`), it runs whatever the engine.
+OWN_SERVERS = {
+    "tests/hostile/": "sqlite",  # scratch SQLite servers (tests/hostile/server.py)
+    "tests/previously/test_scale_out.py": "postgresql",  # its own PostgreSQL database and Redis
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    root = Path(str(config.rootpath)) / "tests"
+    if any(Path(arg.split("::")[0]).resolve() != root for arg in config.args):
+        return  # a part of the suite was asked for: every test in it runs
+    engine = connection.vendor
+    for item in items:
+        path = Path(str(item.path)).relative_to(config.rootpath).as_posix()
+        for prefix, theirs in OWN_SERVERS.items():
+            if path.startswith(prefix) and theirs != engine:
+                item.add_marker(pytest.mark.skip(
+                    reason=f"its servers are its own: run with the {theirs} suite (or name it: pytest {prefix})"))
+
+
 @pytest.fixture(scope="session")
 def django_db_keepdb(request, django_db_modify_db_settings) -> bool:
     """On SQLite each worker's test database starts as a copy of the migrated empty database
