@@ -29,7 +29,9 @@ from previously.task_backend import ThreadPoolBackend
 from previously.tunables import TUNABLES
 
 # What a child must see as this process does; every other setting comes from the environment.
-CARRIED = ("SECRET_KEY", "MEDIA_ROOT", "STORAGES", *TUNABLES)
+# Its own: it maps none of an SQLite database into its memory (`environment`).
+OWN = {"PREVIOUSLY_SQLITE_MMAP_BYTES": "0"}
+CARRIED = ("SECRET_KEY", "MEDIA_ROOT", "STORAGES", *(name for name in TUNABLES if name not in OWN))
 STDERR_KEPT = 4000  # characters of a failed child's output kept for the log
 
 log = logging.getLogger(__name__)
@@ -63,16 +65,23 @@ def beside_server() -> bool:
     return isinstance(task_backends["default"], ThreadPoolBackend)
 
 
+def environment() -> dict:
+    """A child's environment: this process's, with its database and settings module, and what
+    is the child's own (OWN). It streams what it reads and writes: on SQLite it maps none of
+    the database file, which a map would count in its resident memory page by page as it goes
+    (issue 24 point 6: 211 MB of a 1M-record apply's 307 MB, at the same speed)."""
+    return dict(os.environ, DATABASE_URL=database_url(), **OWN,
+                DJANGO_SETTINGS_MODULE=os.environ.get("DJANGO_SETTINGS_MODULE", "previously.settings"))
+
+
 def run(command: str, payload: dict, *, answer: bool = False) -> subprocess.CompletedProcess:
     """Run `manage.py COMMAND` to its end with `payload`; its exit code and the tail of its
     error output come back, and with `answer` what it wrote (else its output is dropped)."""
     carried = {name: str(value) if name == "MEDIA_ROOT" else value
                for name in CARRIED if (value := getattr(settings, name, None)) is not None}
-    env = dict(os.environ, DATABASE_URL=database_url(),
-               DJANGO_SETTINGS_MODULE=os.environ.get("DJANGO_SETTINGS_MODULE", "previously.settings"))
     done = subprocess.run(
         [sys.executable, str(settings.BASE_DIR / "manage.py"), command],
-        input=json.dumps({"payload": payload, "settings": carried}, default=str), env=env, cwd=settings.BASE_DIR,
+        input=json.dumps({"payload": payload, "settings": carried}, default=str), env=environment(), cwd=settings.BASE_DIR,
         stdout=subprocess.PIPE if answer else subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False,
     )
     done.stderr = (done.stderr or "")[-STDERR_KEPT:]

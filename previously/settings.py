@@ -225,9 +225,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "timeout": 20,
         # mmap: reads come straight from the OS page cache, not copied through SQLite's 2 MB
         # per-connection cache: recall reads a few hundred scattered rows of a 100k-line archive
-        # per question (issue 24 point 10, BENCH §2).
+        # per question (issue 24 point 10, BENCH §2). A child process maps none (child.py).
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA secure_delete=ON;"
-        " PRAGMA mmap_size=1073741824;",
+        f" PRAGMA mmap_size={tunables.usable('PREVIOUSLY_SQLITE_MMAP_BYTES', _TUNABLES['PREVIOUSLY_SQLITE_MMAP_BYTES'])};",
     }
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-previously.sqlite3")}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
