@@ -14,6 +14,7 @@ from django.test.utils import CaptureQueriesContext
 
 from bench.synthetic import write_dump
 from memory.interop.export import export_json
+from memory.interop.full.write import _Met
 from memory.interop.full_import import BadExport, ImportInterrupted, import_full
 from memory.models import (
     Card,
@@ -270,3 +271,18 @@ def test_replies_and_traces_are_linked_by_mid_a_chunk_at_a_time(settings, monkey
     assert report.counts["messages"]["created"] == 0
     again = {m.mid: (m.reply_of_id, m.prompt_trace) for m in Message.objects.filter(profile__user=user)}
     assert again == {mid: (m.reply_of_id, m.prompt_trace) for mid, m in rows.items()}
+
+
+def test_the_checking_pass_keeps_the_lines_it_met_as_hashes_in_few_merged_runs():
+    """Issue 24 point 6: a preview meets every line of the file (a line given twice is found), held
+    as 8-byte hashes in sorted runs that merge as they double, not as a million strings."""
+    met, seen = _Met(), set()
+    for n in range(1, 200):
+        chunk = {f"c_{n:04d}_{i}" if i % 2 else f"第{n}行_{i}_🐱" for i in range(n % 17 + 1)}
+        met.add(chunk)
+        seen |= chunk
+    assert len(met.runs) <= len(seen).bit_length()
+    assert sum(len(run) for run in met.runs) == len(seen)
+    asked = {*list(seen)[::7], "c_never", "从未 never 🐶", "c_0001_1x"}
+    assert met.among(asked) == asked & seen
+    assert met.among(set()) == set() and _Met().among({"c_0001_1"}) == set()
