@@ -7,7 +7,7 @@ import pytest
 from asgiref.sync import SyncToAsync
 from channels.layers import channel_layers
 from django.conf import settings
-from django.db import connection
+from django.db import connection, connections
 
 from bench.stack import migrated_sqlite
 from memory.recall import embedding
@@ -97,19 +97,25 @@ def profile(user):
 
 
 @pytest.fixture(autouse=True, scope="session")
-def _no_connections_left_open(django_db_setup):
+def _no_connections_left_open(django_db_setup, django_db_blocker):
     """The test database is dropped at the end, which PostgreSQL refuses while a connection is
     open: connections close after each call here, as Django's test runner expects, not kept
     per thread as in production (DJANGO_CONN_MAX_AGE); and the chat's database threads
     (PostgreSQL, previously/chat/db.py), whose closing Channels' test communicator skips on
-    purpose, close theirs at the end."""
-    from django.db import connections
-
+    purpose, close theirs at the end. Any other session still on the test database then (a
+    forked child's, a thread's a test left) is ended: the database is dropped next, and each
+    left "Error when trying to teardown test databases" behind."""
     connections.settings["default"]["CONN_MAX_AGE"] = 0
     yield
     from previously.chat.db import close_connections
 
     close_connections()
+    # (Only when this run made one: pytest-django makes none when no test collected needs it.)
+    if connection.vendor == "postgresql" and connection.settings_dict["NAME"] == connection.creation._get_test_db_name():
+        with django_db_blocker.unblock(), connection.cursor() as cursor:
+            cursor.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                           " WHERE datname = current_database() AND pid <> pg_backend_pid()")
+        connection.close()
 
 
 @pytest.fixture(autouse=True)
