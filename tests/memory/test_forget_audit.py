@@ -9,7 +9,6 @@ WAL are scanned byte by byte."""
 import json
 import secrets
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 from django.core.management import call_command
@@ -24,6 +23,7 @@ from memory.slices import close_slice
 from previously.agent.evolve import create_run, execute_run
 from tests.factories import ProfileFactory
 from tests.llm_server import Turn
+from tests.sqlite_file import database_bytes
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -51,8 +51,7 @@ def leaks(haystack: str, needles: list[str]) -> list[str]:
 
 
 def file_leaks(needles: list[str]) -> list[str]:
-    path = Path(connection.settings_dict["NAME"])
-    blobs = b"".join(p.read_bytes() for p in (path, Path(f"{path}-wal")) if p.exists())
+    blobs = database_bytes(connection.settings_dict["NAME"])
     return [n for n in needles if n.encode() in blobs]
 
 

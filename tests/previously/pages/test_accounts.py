@@ -4,7 +4,6 @@ sessions with the others endable (their sockets closed), delete-my-account with 
 import re
 import secrets
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 from asgiref.sync import sync_to_async
@@ -22,6 +21,7 @@ from previously.asgi import application
 from tests import factories as f
 from tests.csp import assert_csp_clean
 from tests.memory.test_forget_audit import dump_all_tables
+from tests.sqlite_file import database_bytes
 
 User = get_user_model()
 PASSWORD = "pw-lina-4821"
@@ -205,9 +205,7 @@ def test_deleting_my_account_asks_the_password_and_leaves_no_copy():
     dump = dump_all_tables()
     assert secret not in dump and name not in dump
     if connection.vendor == "sqlite":
-        path = Path(connection.settings_dict["NAME"])
-        blobs = b"".join(p.read_bytes() for p in (path, Path(f"{path}-wal")) if p.exists())
-        assert secret.encode() not in blobs
+        assert secret.encode() not in database_bytes(connection.settings_dict["NAME"])
 
 
 @pytest.mark.django_db
