@@ -245,7 +245,7 @@ def from_environment(environ: Mapping[str, str]) -> dict[str, Value]:
 
 def usable(name: str, value: object) -> Value:
     """`value` when it is fine for the tunable `name`, else its default: for the few values
-    settings.py itself builds on (logging, tasks, SQLite's map), so Django starts far enough to run the check
-    that names the bad one."""
+    settings.py itself builds on (logging, tasks, SQLite's map), so Django starts far enough to
+    run the check that names the bad one."""
     tunable = TUNABLES[name]
     return tunable.default if tunable.problem(value) else value

@@ -201,6 +201,7 @@ class _Mids:
     def __getitem__(self, mid):
         return self.pks.get(mid)
 
+
 class _Met:
     """The mids a checking pass has met, for the file's whole length: 8 bytes each (their
     hashes, in sorted runs that merge as they double, so a few dozen runs at most) where a set of
