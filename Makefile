@@ -73,7 +73,7 @@ run: migrate
 # class's tests on one worker, so a live server, browser or module fixture starts once.
 # One worker more than the cores: a worker's browser and live-server tests wait for their
 # browser and server processes, and the extra worker's tests use that time (on 2 cores, the
-# whole suite with 2 workers took 259.7 and 267.9 s, with 3 221-249 s, with 4 238.2 s).
+# whole suite with 2 workers took 259.7 and 267.9 s, with 3 221-260 s in five runs, with 4 238.2 s).
 # TEST_WORKERS=0 runs it in one process.
 TEST_WORKERS ?= $(shell n=$$(nproc 2>/dev/null || echo 1); echo $$((n + 1)))
 test: install

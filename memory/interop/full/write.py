@@ -176,7 +176,6 @@ class _Mids:
 
     def __init__(self, profile_id, *, writing: bool):
         self.profile_id = profile_id
-        self.writing = writing
         self.added: set[str] = set()  # since the last `load`
         self.earlier = None if writing else _Met()  # the checking pass's added before that
         self.met: set[str] = set()  # the chunk's mids among `earlier`
