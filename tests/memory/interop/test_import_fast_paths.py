@@ -5,8 +5,9 @@ from datetime import UTC, datetime
 
 import pytest
 from django.db import IntegrityError, transaction
+from django.db.models.signals import post_init
 
-from memory.interop.bulk_insert import insert_rows, reserve_pks
+from memory.interop.bulk_insert import insert_rows, new_instance, reserve_pks
 from memory.interop.legacy.read import loads_value
 from memory.interop.legacy.rows import FragmentRow, MessageRow
 from memory.interop.legacy_shapes import BadValue, read_value
@@ -150,3 +151,35 @@ def test_reserved_keys_are_never_a_deleted_rows_and_rows_inserted_with_them_poin
 def test_keys_are_reserved_only_inside_the_transaction_that_inserts_them():
     with pytest.raises(RuntimeError, match="inside the transaction"):
         reserve_pks(Message, 3)
+
+
+@pytest.mark.django_db
+def test_new_instance_is_the_model_made_from_its_values_and_saves_alike(user):
+    profile = Profile.objects.create(user=user, key="p")
+    slice_ = Slice.objects.create(profile=profile, key="2026-12-04-1200", started_at=datetime(2026, 12, 4, 12, tzinfo=UTC),
+                                  last_message_at=datetime(2026, 12, 4, 12, tzinfo=UTC))
+    plain = Message(profile=profile, slice=slice_, mid="c_00000000000000a1", speaker="user", content="你好 🐱",
+                    created_at=datetime(2026, 12, 4, 12, 1, tzinfo=UTC), legacy_extra={"k": 1})
+    values = [getattr(plain, f.attname) for f in Message._meta.concrete_fields]
+    fast = new_instance(Message, values)
+    assert type(fast) is Message and fast._state.adding and fast._state.db is None and fast.pk is None
+    assert {f.attname: getattr(fast, f.attname) for f in Message._meta.concrete_fields} == {
+        f.attname: getattr(plain, f.attname) for f in Message._meta.concrete_fields}
+    assert fast.profile == profile and fast.slice == slice_  # the foreign keys resolve as usual
+    fast.save()
+    assert Message.objects.get(pk=fast.pk).content == "你好 🐱"
+
+
+@pytest.mark.django_db
+def test_new_instance_is_made_the_usual_way_for_a_receiver_of_the_init_signals():
+    seen = []
+
+    def receiver(sender, instance, **kwargs):
+        seen.append(instance)
+
+    post_init.connect(receiver, sender=Message)
+    try:
+        made = new_instance(Message, [None] * len(Message._meta.concrete_fields))
+    finally:
+        post_init.disconnect(receiver, sender=Message)
+    assert seen == [made]
