@@ -79,40 +79,25 @@ def _line(rng: random.Random) -> str:
 
 def write_export(path: Path, records: int, seed: int = 24) -> int:
     """An export of `records` small records, ~200 bytes each (one profile, a slice per 40 lines),
-    in our export's order (slices, messages, highlights, tombstones last, favourites), written
+    in our export's order (slices, highlights, tombstones, favourites, the lines last), written
     as it goes; its size in bytes. One line in 500 is highlighted, one in 1,000 a favourite, and
     one in 2,000 deleted (its tombstone, not the line, is in the file, as after a forget)."""
     rng = random.Random(seed)
     at = datetime(2024, 1, 1, tzinfo=UTC)
     times, tombs = [], []
-    for n in range(records):  # the slices' times first: the export lists slices before lines
+    for n in range(records):  # the slices' and tombstones' times first: the export lists the lines last
         if n % 40 == 0:
             at += timedelta(hours=rng.randint(3, 30))
             times.append(at)
         at += timedelta(seconds=rng.randint(5, 300))
+        if n % 2000 == 1999:
+            tombs.append((f"c_{n:016x}", at))
     with open(path, "w", encoding="utf-8") as out:
         out.write('{"format": "previously-export", "version": 1, "exported_at": "2026-12-01T00:00:00+00:00",'
                   ' "profiles": [{"key": "owner", "name": "小满", "persona": "温柔 gentle", "language": "zh",'
                   ' "proactive_enabled": true, "slices": [')
         out.write(",".join(json.dumps({"key": t.strftime("%Y-%m-%d-%H%M"), "started_at": t.isoformat(),
                                        "last_message_at": t.isoformat(), "tz": "Asia/Shanghai"}) for t in times))
-        out.write('], "messages": [')
-        rng, words = random.Random(seed), random.Random(seed + 1)  # the same times again; the words apart
-        at, written = datetime(2024, 1, 1, tzinfo=UTC), 0
-        for n in range(records):
-            if n % 40 == 0:
-                at += timedelta(hours=rng.randint(3, 30))
-                key = at.strftime("%Y-%m-%d-%H%M")
-            at += timedelta(seconds=rng.randint(5, 300))
-            mid = f"c_{n:016x}"
-            if n % 2000 == 1999:
-                tombs.append((mid, at))
-                continue
-            out.write(("," if written else "") + json.dumps({
-                "mid": mid, "created_at": at.isoformat(), "speaker": "user" if n % 2 == 0 else "assistant",
-                "content": _line(words), "slice": key, "local_day_key": at.strftime("%Y-%m-%d"), "local_hour": at.hour},
-                ensure_ascii=False, separators=(",", ":")))
-            written += 1
         out.write('], "highlights": [')
         out.write(",".join(json.dumps({"hid": f"h_{n:08x}", "mid": f"c_{n:016x}", "content": "记得 remember 🙂",
                                        "created_at": "2026-01-01T00:00:00+00:00"}, ensure_ascii=False)
@@ -123,6 +108,22 @@ def write_export(path: Path, records: int, seed: int = 24) -> int:
         out.write('], "favourites": [')
         out.write(",".join(json.dumps({"mid": f"c_{n:016x}", "excerpt": "", "created_at": "2026-01-02T00:00:00+00:00"})
                            for n in range(0, records, 1000) if n % 2000 != 1999))
+        out.write('], "messages": [')
+        rng, words = random.Random(seed), random.Random(seed + 1)  # the same times again; the words apart
+        at, written = datetime(2024, 1, 1, tzinfo=UTC), 0
+        for n in range(records):
+            if n % 40 == 0:
+                at += timedelta(hours=rng.randint(3, 30))
+                key = at.strftime("%Y-%m-%d-%H%M")
+            at += timedelta(seconds=rng.randint(5, 300))
+            mid = f"c_{n:016x}"
+            if n % 2000 == 1999:
+                continue  # deleted: its tombstone is in the file
+            out.write(("," if written else "") + json.dumps({
+                "mid": mid, "created_at": at.isoformat(), "speaker": "user" if n % 2 == 0 else "assistant",
+                "content": _line(words), "slice": key, "local_day_key": at.strftime("%Y-%m-%d"), "local_hour": at.hour},
+                ensure_ascii=False, separators=(",", ":")))
+            written += 1
         out.write("]}]}")
     return path.stat().st_size
 

@@ -248,7 +248,6 @@ def export_profile(profile: Profile, files: dict | None = None) -> dict:
             for e in SliceLogEntry.objects.filter(slice__profile=profile).select_related("slice")
             .order_by("created_at", "id")
         ],
-        "messages": [_message(m, profile.key, mids, names, files) for m in messages],
         "highlights": [_row(h, HIGHLIGHT_FIELDS) for h in highlights],
         "evolution_runs": [
             {"ref": runs[r.pk], "slice": r.slice.key if r.slice_id else None, **_row(r, RUN_FIELDS)}
@@ -268,10 +267,6 @@ def export_profile(profile: Profile, files: dict | None = None) -> dict:
             for e in experiences
         ],
         "relations": [_row(r, RELATION_FIELDS) for r in Relation.objects.filter(profile=profile)],
-        "legacy_fragments": [
-            {**_row(f, FRAGMENT_FIELDS), "mid": f.message.mid if f.message else None}
-            for f in LegacyFragment.objects.filter(profile=profile).select_related("message").iterator(2000)
-        ],
         "legacy_meta": [_row(m, META_FIELDS) for m in LegacyMeta.objects.filter(profile=profile)],
         "card": _row(card, CARD_FIELDS) if card else None,
         "card_snapshots": [
@@ -289,6 +284,13 @@ def export_profile(profile: Profile, files: dict | None = None) -> dict:
             {**_row(s, PROACTIVE_FIELDS), "day": s.day.isoformat(), "mid": mids.get(s.message_id)}
             for s in ProactiveSend.objects.filter(profile=profile).order_by("created_at", "id")
         ],
+        # The long lists last: an import's pass for a short list ends where that list does
+        # (memory.interop.json_stream, `ExportFile.records`), not at the end of the lines.
+        "legacy_fragments": [
+            {**_row(f, FRAGMENT_FIELDS), "mid": f.message.mid if f.message else None}
+            for f in LegacyFragment.objects.filter(profile=profile).select_related("message").iterator(2000)
+        ],
+        "messages": [_message(m, profile.key, mids, names, files) for m in messages],
     }
 
 

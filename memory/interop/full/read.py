@@ -92,7 +92,7 @@ class Export:
     the image files beside its JSON."""
 
     header: Header
-    records: Callable[[str], Iterable]
+    records: Callable[..., Iterable]  # (kind, how many the header counted)
     checked: bool = False
     files: Files = field(default_factory=Files)
 
@@ -111,10 +111,10 @@ def open_export(data) -> Export:
         raise BadExport(gettext("not a Previously export (expected format %(format)s)") % {"format": repr(FORMAT)})
     profiles = data.get("profiles") or []
     if not isinstance(profiles, list):
-        return Export(Header(members=data, profiles=None), lambda kind: ())
+        return Export(Header(members=data, profiles=None), lambda kind, count=None: ())
     plans = [_plan(p) for p in profiles]
 
-    def records(kind: str) -> Iterator:
+    def records(kind: str, count: int | None = None) -> Iterator:
         return chain.from_iterable(p.get(kind) for p, plan in zip(profiles, plans, strict=True) if plan.counts.get(kind))
     return Export(Header(members=data, profiles=len(profiles), plans=plans), records)
 
@@ -148,7 +148,8 @@ def kind_records(export: Export, plans: list[tuple[str, ProfilePlan]], kind: str
     `check`), all from one pass over the file; the caller uses each before asking for the next.
     A file whose records are not those the header pass counted is refused."""
     try:
-        stream = iter(export.records(kind)) if any(plan.counts.get(kind) for _, plan in plans) else iter(())
+        total = sum(plan.counts.get(kind, 0) for _, plan in plans)
+        stream = iter(export.records(kind, total)) if total else iter(())
         for key, plan in plans:
             records = islice(stream, plan.counts.get(kind, 0))
             yield _checked(kind, key, records) if check else records
