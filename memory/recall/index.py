@@ -108,7 +108,7 @@ def index_messages(
                 [(d[0], entry[d[0]].fts) for d in docs],
             )
     if embed:
-        vectors.embed_and_store(live)
+        vectors.embed_and_store(live, new=new)
     if kept_pos:  # re-indexed (unhidden, edited): the lines after them were embedded with the old text
         ids = {m.pk for m in live}
         vectors.refresh_followers(
@@ -339,7 +339,7 @@ def _bm25_postgresql(
         "WITH st AS (SELECT n_docs::float8 AS n, GREATEST(n_tokens::float8 / GREATEST(n_docs, 1), 1e-9) AS avglen"
         "  FROM memory_recallstats WHERE profile_id = %s),"
         f" q(term) AS (VALUES {values}),"
-        " w AS (SELECT q.term, GREATEST(ln((st.n - t.df + 0.5) / (t.df + 0.5)), 1e-6) AS idf"
+        " w AS MATERIALIZED (SELECT q.term, GREATEST(ln((st.n - t.df + 0.5) / (t.df + 0.5)), 1e-6) AS idf"
         "  FROM q JOIN memory_recallterm t ON t.profile_id = %s AND t.term = q.term CROSS JOIN st),"
         " hit AS MATERIALIZED (SELECT d.message_id, string_to_array(d.tokens, ' ') AS toks"
         "  FROM memory_recalldocument d WHERE d.profile_id = %s"

@@ -1,12 +1,14 @@
 """The archive write (SPEC A2) and slice assignment (S1)."""
 
 import threading
+import time
 from datetime import timedelta
 
 import pytest
-from django.db import connection, connections
+from django.db import connection, connections, transaction
 from django.utils import timezone
 
+from memory import archive as archive_module
 from memory.archive import MidConflict, archive_message
 from memory.hashing import content_hash
 from memory.interop.legacy.rows import MessageRow
@@ -169,6 +171,45 @@ def test_concurrent_writers_with_different_content_one_wins_one_conflicts_a2():
     for t in threads:
         t.join()
     assert sorted(outcomes) == ["conflict", "stored"]
+    assert Message.objects.filter(profile=profile).count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_archive_write_holds_the_profile_row_lock_until_it_commits_on_postgresql_a2():
+    """Writers of one profile are serialised (its slice is opened once): on PostgreSQL the
+    tombstone check of the archive write also takes the profile's row lock, in one round trip."""
+    if connection.vendor != "postgresql":
+        pytest.skip("SQLite serialises writers with its IMMEDIATE transaction, not row locks")
+    profile, elsewhere = ProfileFactory(), ProfileFactory(key="elsewhere")
+    warm, locked, ends = threading.Event(), threading.Event(), {}
+
+    def first():
+        try:
+            warm.wait(30)
+            with transaction.atomic():
+                assert archive_module._tombstoned(profile.pk, "c_0123456789abcdef") is False
+                locked.set()
+                time.sleep(0.5)
+                ends["first"] = time.monotonic()  # the lock is still held here
+        finally:
+            connections.close_all()
+
+    def second():
+        try:
+            archive(elsewhere)  # its first write's set-up (connection, model) is not timed below
+            warm.set()
+            locked.wait(10)
+            archive(profile, mid="c_00000000000000ff")
+            ends["second"] = time.monotonic()
+        finally:
+            connections.close_all()
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert ends["second"] > ends["first"]  # it waited for the first transaction's end
     assert Message.objects.filter(profile=profile).count() == 1
 
 
