@@ -157,6 +157,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if problem is not None:
             await self.send_html(turn.notice(problem, lang=self.profile.language))
             return
+        turn.vector_ahead(data)
         if not await _session_alive(self.scope):  # logged out since the socket opened
             await self.close(code=4401)
             return

@@ -353,6 +353,35 @@ def offline_reply(profile: Profile, recalled: Recalled, *, kept: bool = True) ->
 
 # --- the turn (async) ------------------------------------------------------------------------
 
+# The vector passes under way (`line_vector`), by the line's text.
+_VECTORS: dict[str, asyncio.Future] = {}
+
+
+def line_vector(text: str) -> asyncio.Future:
+    """The pass that makes the sentence vector of a line about to be archived, in a thread of its
+    own, so the archive write finds it cached: on the chat's one database thread (SQLite) every
+    other chat's calls waited behind the model's forward pass (issue 24 point 11: an eighth of
+    that thread's time). One pass per text at a time: a turn awaits the one its frame began."""
+    ahead = _VECTORS.get(text)
+    if ahead is None:
+        ahead = _VECTORS[text] = asyncio.ensure_future(asyncio.to_thread(vectors.embed_ahead, [text]))
+        ahead.add_done_callback(lambda _: _VECTORS.pop(text, None))
+    return ahead
+
+
+def vector_ahead(data: dict) -> None:
+    """Begin the vector of the line a "send" frame carries as the frame arrives, so it is made
+    while the socket checks the session and takes the turn's lease (BENCH §4: on PostgreSQL
+    those round trips and the model's pass took ~3 and ~2 ms one after the other)."""
+    if (data.get("action") or "send") != "send":
+        return
+    try:
+        frame = UserFrame.parse(data)
+    except BadFrame:
+        return  # refused by the turn itself, with its notice
+    line_vector(frame.text)
+
+
 async def handle_send(profile: Profile, data: dict, send: Send, *, stop: asyncio.Event | None = None) -> None:
     """A user message from the page: archive it (idempotent by mid), then reply."""
     lang = profile.language
@@ -361,10 +390,7 @@ async def handle_send(profile: Profile, data: dict, send: Send, *, stop: asyncio
     except BadFrame as exc:
         await send(refused_frame(exc, data, lang=lang))
         return
-    # The line's sentence vector is made here, in a thread of its own, so the archive write finds
-    # it cached: on the chat's one database thread (SQLite) every other chat's calls waited
-    # behind the model's forward pass (issue 24 point 11: an eighth of that thread's time).
-    await asyncio.to_thread(vectors.embed_ahead, [frame.text])
+    await line_vector(frame.text)  # begun as the frame arrived (`vector_ahead`)
     try:
         archived = await _archive_user(profile, frame)
     except MidTombstoned as exc:

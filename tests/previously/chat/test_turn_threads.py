@@ -1,6 +1,7 @@
 """Issue 24 point 11 (BENCH §4): what a turn does before its first token stays off the chat's
 one database thread (SQLite) and off the threads altogether when it need not leave the loop."""
 
+import asyncio
 import threading
 
 import pytest
@@ -8,7 +9,7 @@ import pytest
 from memory import archive
 from memory.models import Message
 from memory.recall import vectors
-from previously.chat import turn
+from previously.chat import consumers, turn
 from tests.previously.chat.conftest import new_mid
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -53,3 +54,29 @@ async def test_the_replys_vector_is_made_before_its_write_transaction(connect, u
     reply = await Message.objects.aget(profile=profile, speaker=Message.Speaker.ASSISTANT)
     assert (reply.content, False) in seen
     assert not [t for t, inside in seen if inside]
+
+
+async def test_the_lines_vector_is_begun_as_its_frame_arrives_while_the_session_is_checked(
+    connect, user, profile, monkeypatch, settings
+):
+    """BENCH §4: the vector pass and the frame's checks (the session, then the turn's lease) no
+    longer run one after the other: the session check finds the pass already begun."""
+    settings.PREVIOUSLY_EMBEDDINGS = "local"
+    begun, seen_by_check = threading.Event(), []
+    real_embed, real_alive = vectors.embed_ahead, consumers._session_alive
+
+    def embed_ahead(texts):
+        if texts == ["the owl hooted twice 猫头鹰叫了两声"]:
+            begun.set()
+        return real_embed(texts)
+
+    async def session_alive(scope):
+        seen_by_check.append(await asyncio.to_thread(begun.wait, 5))
+        return await real_alive(scope)
+
+    monkeypatch.setattr(vectors, "embed_ahead", embed_ahead)
+    monkeypatch.setattr(consumers, "_session_alive", session_alive)
+    chat = await connect(user)
+    await chat.say("the owl hooted twice 猫头鹰叫了两声", mid=new_mid(3))
+    assert seen_by_check == [True]
+    assert await Message.objects.filter(profile=profile, speaker=Message.Speaker.USER).acount() == 1
