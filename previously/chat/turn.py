@@ -363,7 +363,7 @@ def line_vector(text: str) -> asyncio.Future:
     other chat's calls waited behind the model's forward pass (issue 24 point 11: an eighth of
     that thread's time). One pass per text at a time: a turn awaits the one its frame began."""
     ahead = _VECTORS.get(text)
-    if ahead is None:
+    if ahead is None or ahead.get_loop() is not asyncio.get_running_loop():  # a closed loop's (tests) is never awaited
         ahead = _VECTORS[text] = asyncio.ensure_future(asyncio.to_thread(vectors.embed_ahead, [text]))
         ahead.add_done_callback(lambda _: _VECTORS.pop(text, None))
     return ahead
