@@ -100,7 +100,7 @@ def _store(
 ) -> Archived:
     try:
         with transaction.atomic():
-            if _tombstoned(profile.pk, mid):
+            if Tombstone.objects.line_deleted(profile.pk, mid, lock_profile=True):
                 raise MidTombstoned(mid)
             slice_, closed = _slice_for(profile, created_at, clock, new_conversation)
             message = Message.objects.create(
@@ -129,21 +129,6 @@ def _store(
             raise
         return _same_or_conflict(existing, content)
     return Archived(message=message, created=True, closed_slice=closed)
-
-
-def _tombstoned(profile_id: int, mid: str) -> bool:
-    """Whether `mid` was deleted for good (D2), asked in the same round trip that takes the
-    profile's row lock serialising its writers on PostgreSQL (SQLite's IMMEDIATE transaction
-    already does): one query of the turn's write path, not two ORM ones (BENCH §4)."""
-    lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT EXISTS (SELECT 1 FROM memory_tombstone WHERE profile_id = %s AND kind = %s AND object_id = %s)"
-            " FROM memory_profile WHERE id = %s" + lock,
-            [profile_id, Tombstone.Kind.MESSAGE, mid, profile_id],
-        )
-        row = cursor.fetchone()
-    return bool(row and row[0])
 
 
 def _same_or_conflict(existing: Message, content: str) -> Archived:

@@ -309,7 +309,7 @@ def delete_message(*, profile: Profile, mid: str, hard: bool = False, force: boo
     """The one entry point by mid (views, API, command): hide, or delete for good (D1, D2, D6)."""
     message = Message.objects.filter(profile=profile, mid=mid).first()
     if message is None:
-        if Tombstone.objects.filter(profile=profile, kind=Kind.MESSAGE, object_id=mid).exists():
+        if Tombstone.objects.line_deleted(profile.pk, mid):
             return Deletion("already_gone", mid)
         raise MessageNotFound(mid)
     if hard:

@@ -279,7 +279,7 @@ def store_image_message(
     file; a different caption is a MidConflict (A2). Files written for a write that did not
     happen are removed again."""
     checked = check_image(data, name=name)
-    if Tombstone.objects.filter(profile=profile, kind=Tombstone.Kind.MESSAGE, object_id=mid).exists():
+    if Tombstone.objects.line_deleted(profile.pk, mid):
         raise MidTombstoned(mid)  # checked before any file is written (D6)
     existing = Message.objects.filter(profile=profile, mid=mid).first()
     if existing is not None:

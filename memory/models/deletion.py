@@ -3,7 +3,7 @@
 from datetime import timedelta
 
 from django.conf import settings
-from django.db import models
+from django.db import connections, models
 from django.utils import timezone
 from django.utils.translation import gettext_lazy as _
 
@@ -25,6 +25,23 @@ class TombstoneQuerySet(models.QuerySet):
 
     def expired(self, now=None):
         return self.filter(expires_at__lte=now or timezone.now())
+
+    def line_deleted(self, profile_id: int, mid: str, *, lock_profile: bool = False) -> bool:
+        """`filter(profile=p, kind=MESSAGE, object_id=mid).exists()`: the line `mid` was deleted
+        for good (D2) and is not stored again. `lock_profile`: also take the profile's row lock
+        serialising its writers, in the same round trip (the archive write, PostgreSQL; SQLite's
+        IMMEDIATE transaction already serialises them): one plain query on the turn's write path,
+        not two ORM ones (BENCH §4)."""
+        conn = connections[self.db]
+        lock = " FOR UPDATE" if lock_profile and conn.features.has_select_for_update else ""
+        with conn.cursor() as cursor:
+            cursor.execute(
+                "SELECT EXISTS (SELECT 1 FROM memory_tombstone WHERE profile_id = %s AND kind = %s AND object_id = %s)"
+                " FROM memory_profile WHERE id = %s" + lock,
+                [profile_id, TombstoneKind.MESSAGE, mid, profile_id],
+            )
+            row = cursor.fetchone()
+        return bool(row and row[0])
 
 
 class TombstoneKind(models.TextChoices):

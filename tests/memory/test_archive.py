@@ -8,13 +8,12 @@ import pytest
 from django.db import connection, connections, transaction
 from django.utils import timezone
 
-from memory import archive as archive_module
 from memory.archive import MidConflict, archive_message
 from memory.hashing import content_hash
 from memory.interop.legacy.rows import MessageRow
 from memory.interop.legacy.write import assign_slices
-from memory.models import Message, RecallDocument, RecallStats, Slice
-from tests.factories import ProfileFactory
+from memory.models import Message, RecallDocument, RecallStats, Slice, Tombstone
+from tests.factories import ProfileFactory, TombstoneFactory
 
 
 def archive(profile, **kwargs):
@@ -187,7 +186,7 @@ def test_an_archive_write_holds_the_profile_row_lock_until_it_commits_on_postgre
         try:
             warm.wait(30)
             with transaction.atomic():
-                assert archive_module._tombstoned(profile.pk, "c_0123456789abcdef") is False
+                assert Tombstone.objects.line_deleted(profile.pk, "c_0123456789abcdef", lock_profile=True) is False
                 locked.set()
                 time.sleep(0.5)
                 ends["first"] = time.monotonic()  # the lock is still held here
@@ -234,6 +233,21 @@ def test_slice_manager_plain_sql_gives_what_the_querysets_give_s1(profile):
     assert Slice.objects.newest_open(ProfileFactory(key="empty").pk) is None
     Slice.objects.touch(expected.pk, at=t0 + timedelta(hours=5))
     assert Slice.objects.get(pk=expected.pk).last_message_at == t0 + timedelta(hours=5)
+
+
+@pytest.mark.django_db
+def test_line_deleted_plain_sql_gives_what_the_queryset_gives_d2(profile):
+    """Tombstone.objects.line_deleted pins the archive write's plain SQL to the ORM it mirrors."""
+    other = ProfileFactory(key="other")
+    TombstoneFactory(profile=profile, kind=Tombstone.Kind.MESSAGE, object_id="c_00000000000000aa")
+    TombstoneFactory(profile=profile, kind=Tombstone.Kind.HIGHLIGHT, object_id="c_00000000000000bb")
+    TombstoneFactory(profile=other, kind=Tombstone.Kind.MESSAGE, object_id="c_00000000000000cc")
+    for p in (profile, other):
+        for mid in ("c_00000000000000aa", "c_00000000000000bb", "c_00000000000000cc", "c_00000000000000dd"):
+            expected = Tombstone.objects.filter(profile=p, kind=Tombstone.Kind.MESSAGE, object_id=mid).exists()
+            for lock in (False, True):
+                assert Tombstone.objects.line_deleted(p.pk, mid, lock_profile=lock) is expected, (p.key, mid, lock)
+    assert Tombstone.objects.line_deleted(profile.pk, "c_00000000000000aa")  # the check is not vacuous
 
 
 @pytest.mark.django_db
