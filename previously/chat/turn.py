@@ -766,7 +766,7 @@ async def reply_to(
     # The reply's vector too, as the user line's above: not on the database thread, and not while
     # the reply's transaction holds SQLite's write lock (every other writer, an import's batches
     # included, waited for the model's pass there: BENCH §5).
-    await asyncio.to_thread(vectors.embed_ahead, [content])
+    await line_vector(content)
     ending = guard.ends_with_reply()
     try:
         reply, _ = await db_call(store_reply)(
