@@ -17,6 +17,7 @@ from memory.models import ModelChoice
 from memory.recall.embedding import normalised
 from memory.sealed import Unreadable, unseal
 from previously.llm.base import ProviderError
+from previously.llm.openai_compat import sdk_client
 
 log = logging.getLogger(__name__)
 TIMEOUT = 10.0
@@ -28,9 +29,7 @@ class OpenAIEmbeddings:
     def __init__(self, *, base_url: str, api_key: str, model: str):
         self.model = model
         self.name = f"openai:{model}"[:64]
-        self._client = openai.OpenAI(
-            base_url=base_url.rstrip("/"), api_key=api_key or "not-needed", max_retries=0, timeout=TIMEOUT
-        )
+        self._client = sdk_client(base_url, api_key, timeout=TIMEOUT, max_retries=0)
 
     def embed(self, texts: Sequence[str]) -> np.ndarray:
         try:

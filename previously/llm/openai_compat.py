@@ -1,8 +1,10 @@
 """Any OpenAI-compatible Chat Completions endpoint, through the official SDK (SPEC L1)."""
 
 import asyncio
+import functools
 import json
 import logging
+import ssl
 import time
 import urllib.request
 from collections.abc import AsyncIterator
@@ -13,6 +15,7 @@ import openai
 from django.conf import settings
 from django.utils.text import format_lazy
 from django.utils.translation import gettext_lazy
+from openai._base_client import AsyncHttpxClientWrapper, SyncHttpxClientWrapper
 
 from previously.llm import gate
 from previously.llm.base import Completion, Preempted, ProviderError, ToolCall
@@ -20,6 +23,28 @@ from previously.llm.base import Completion, Preempted, ProviderError, ToolCall
 log = logging.getLogger(__name__)
 
 PREEMPT_RETRIES = 3  # a background call set aside for a person's turn is tried again this often
+
+
+@functools.cache
+def _tls() -> ssl.SSLContext:
+    """The process's one TLS context, made as the SDK's HTTP client makes its own (the system's
+    CA store, or SSL_CERT_FILE / SSL_CERT_DIR). Each client made one afresh, about 25 ms of CPU
+    on a 2-core machine, and a provider has two: the settings and connection pages, the model
+    lists and every test that builds a provider paid it (issue 25 point 4). An SSLContext is
+    safe to share between threads and clients."""
+    return httpx2.create_ssl_context()
+
+
+def sdk_client(base_url: str, api_key: str, *, timeout: float, max_retries: int, asynchronous: bool = False):
+    """The SDK's client for an OpenAI-compatible endpoint: the HTTP client the SDK would make for
+    itself (its defaults, closed when dropped), on the shared TLS context. Every SDK client of the
+    product is made here. Local servers need no key, but the SDK insists on one."""
+    base_url = base_url.rstrip("/")
+    http_class, sdk_class = ((AsyncHttpxClientWrapper, openai.AsyncOpenAI) if asynchronous
+                             else (SyncHttpxClientWrapper, openai.OpenAI))
+    http = http_class(base_url=base_url, timeout=timeout, verify=_tls())
+    return sdk_class(base_url=base_url, api_key=api_key or "not-needed", max_retries=max_retries, timeout=timeout,
+                     http_client=http)
 
 
 @dataclass(frozen=True)
@@ -44,13 +69,9 @@ class OpenAICompatible:
         self.name = f"OpenAI-compatible at {self.base_url}"
         self.supports_images = supports_images
         self.timeouts = timeouts or Timeouts()
-        # Local servers need no key, but the SDK insists on one.
-        key = api_key or "not-needed"
-        stream_timeout = self.timeouts.stream
-        agent_timeout = self.timeouts.agent_call
-        self._async = openai.AsyncOpenAI(base_url=self.base_url, api_key=key, max_retries=0, timeout=stream_timeout)
+        self._async = sdk_client(self.base_url, api_key, timeout=self.timeouts.stream, max_retries=0, asynchronous=True)
         # No retry: a timed-out agent call retried would double the wait; the run's own retry covers it.
-        self._sync = openai.OpenAI(base_url=self.base_url, api_key=key, max_retries=0, timeout=agent_timeout)
+        self._sync = sdk_client(self.base_url, api_key, timeout=self.timeouts.agent_call, max_retries=0)
 
     async def astream(
         self, messages: list[dict], *, timeout: float | None = None, model: str | None = None,
@@ -220,8 +241,7 @@ def list_models(base_url: str, api_key: str = "", timeout: float = 3.0) -> list[
     """The model ids the endpoint lists (GET /models), sorted; None when it lists none or
     cannot be asked — the settings page then takes a typed name. One retry: a dropped
     connection on a busy machine should not turn the model picker into a text box."""
-    key = api_key or "not-needed"
-    client = openai.OpenAI(base_url=base_url.rstrip("/"), api_key=key, max_retries=1, timeout=timeout)
+    client = sdk_client(base_url, api_key, timeout=timeout, max_retries=1)
     began = time.monotonic()
     try:
         ids = model_ids(client)

@@ -13,7 +13,7 @@ from django.views.decorators.http import require_POST
 from memory.models import Connection, ModelChoice
 from memory.recall import embedding
 from memory.sealed import Unreadable, seal, unseal
-from previously.llm.openai_compat import model_ids
+from previously.llm.openai_compat import model_ids, sdk_client
 from previously.llm.select import model_lists
 from previously.pages.connections.forms import ChoiceForm, ConnectionForm
 from previously.pages.current_profile import current_profile
@@ -25,8 +25,7 @@ TEST_SECONDS = 10
 
 
 def _client(conn: Connection) -> openai.OpenAI:
-    return openai.OpenAI(base_url=conn.base_url.rstrip("/"), api_key=unseal(conn.sealed_key) or "not-needed",
-                         max_retries=0, timeout=TEST_SECONDS)
+    return sdk_client(conn.base_url, unseal(conn.sealed_key), timeout=TEST_SECONDS, max_retries=0)
 
 
 def in_plain_words(error: Exception) -> str:

@@ -1,11 +1,15 @@
 """Providers (SPEC L1-L3) against a real local OpenAI-compatible HTTP server."""
 
+import ssl
+
+import httpx2
 import pytest
 
 from memory.models import ModelChoice
 from previously.llm import ProviderError, get_provider, reset_provider
+from previously.llm.embeddings import OpenAIEmbeddings
 from previously.llm.offline import Offline
-from previously.llm.openai_compat import OpenAICompatible, Timeouts
+from previously.llm.openai_compat import OpenAICompatible, Timeouts, sdk_client
 from previously.llm.select import follow_stored_choice
 from previously.tunables import TUNABLES
 from tests.llm_server import Turn
@@ -150,3 +154,24 @@ def test_the_configured_provider_takes_the_timeouts_from_the_tunables(settings, 
 def test_the_default_timeouts_suit_a_local_cpu_model():
     assert TUNABLES["PREVIOUSLY_LLM_FIRST_TOKEN_SECONDS"].default >= 120
     assert TUNABLES["PREVIOUSLY_AGENT_CALL_SECONDS"].default >= 300
+
+
+def _tls_of(sdk) -> ssl.SSLContext:
+    return sdk._client._transport._pool._ssl_context
+
+
+def test_every_sdk_client_shares_one_verifying_tls_context(settings):
+    """Issue 25 point 4: each SDK client read the CA store into a TLS context of its own (about
+    25 ms of CPU, two per provider). They share one now, which still verifies certificates and
+    host names as the SDK's own did."""
+    provider = OpenAICompatible(base_url="https://models.example/v1", api_key="k", model="m")
+    embeddings = OpenAIEmbeddings(base_url="https://embed.example/v1/", api_key="", model="e")
+    contexts = {id(_tls_of(provider._sync)), id(_tls_of(provider._async)), id(_tls_of(embeddings._client)),
+                id(_tls_of(sdk_client("https://other.example/v1", "", timeout=3, max_retries=1)))}
+    assert len(contexts) == 1
+    tls = _tls_of(provider._sync)
+    assert tls.verify_mode == ssl.CERT_REQUIRED and tls.check_hostname
+    assert tls.cert_store_stats()["x509_ca"] == httpx2.create_ssl_context().cert_store_stats()["x509_ca"]
+    # The SDK's settings are still each client's own.
+    assert (provider._sync.max_retries, provider._sync.timeout, provider._sync.api_key) == (0, 600.0, "k")
+    assert str(embeddings._client.base_url) == "https://embed.example/v1/" and embeddings._client.api_key == "not-needed"
