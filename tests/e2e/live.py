@@ -8,7 +8,6 @@ from pathlib import Path
 from channels.testing import ChannelsLiveServerTestCase
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.contrib.auth.hashers import PBKDF2PasswordHasher
 from django.db import connections
 from django.template.loader import get_template
 from django.test.utils import override_settings
@@ -19,6 +18,7 @@ from memory.recall import embedding
 from previously.housekeeping import WARM_TEMPLATES
 from previously.llm import reset_provider
 from previously.llm.openai_compat import OpenAICompatible
+from tests.hashers import QuickPBKDF2
 from tests.llm_server import FakeLLMServer, Turn
 
 # The screenshots a person looks at (issue 17 points 8 and 9, issue 28): every page at these
@@ -68,17 +68,6 @@ def log_in(page, base_url: str, username: str, password: str, *, submit: str = "
     page.wait_for_load_state("load")
 
 
-class QuickPBKDF2(PBKDF2PasswordHasher):
-    """Django's PBKDF2 under its own name (so production's hasher reads its hashes, and the other
-    way round) at few iterations. The live server is forked before the suite's MD5 setting
-    applies, and with the default hashers every sign-in cost the server about 0.9 s of CPU: a
-    stored hash of fewer iterations than the default is re-made at the default on the first
-    sign-in (must_update), and checked at it ever after; an unknown name is hashed at it too
-    (issue 25 point 4)."""
-
-    iterations = 1000
-
-
 class LiveChatServer(ChannelsLiveServerTestCase):
     """Subclasses may set `default_turn`: what the fake model answers when nothing is scripted;
     and `connected = False` to start the server with no provider installed (offline until a
@@ -114,7 +103,8 @@ class LiveChatServer(ChannelsLiveServerTestCase):
         # had just shown (test_chat_browser, once, in a full run). Both sides open their own.
         cls.warm_before_the_fork()
         connections.close_all()
-        cls._hashers = override_settings(PASSWORD_HASHERS=["tests.e2e.live.QuickPBKDF2"])
+        # The child is forked before the suite's MD5 setting applies (tests/hashers.py).
+        cls._hashers = override_settings(PASSWORD_HASHERS=["tests.hashers.QuickPBKDF2"])
         cls._hashers.enable()
         super().setUpClass()
 

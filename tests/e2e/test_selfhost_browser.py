@@ -163,7 +163,7 @@ class SelfHostingInTheBrowser(OfflineLiveServer):
             browser.close()
         assert RecallVector.objects.filter(model="openai:fake-embed+prev1").exists()
         assert picked == f"{Connection.objects.get().pk}|qwen2.5:7b-通义"
-        # The server process hashes with PBKDF2 (live.QuickPBKDF2; the suite's MD5 came later).
+        # The server process hashes with PBKDF2 (tests.hashers.QuickPBKDF2; the suite's MD5 came later).
         assert PBKDF2PasswordHasher().verify("b-longer-pw-4420", get_user_model().objects.get(username="lin").password)
 
 
