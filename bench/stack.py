@@ -14,8 +14,9 @@ import sqlite3
 import subprocess
 import sys
 import time
-from contextlib import closing
+from contextlib import closing, contextmanager
 from pathlib import Path
+from urllib.parse import urlsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 # A server with production settings over plain http (loopback has no TLS proxy): no per-query
@@ -25,32 +26,73 @@ PRODUCTION_OVER_HTTP = {"DJANGO_DEBUG": "0", "DJANGO_SECURE_SSL_REDIRECT": "0", 
 TEMPLATES = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "previously" / "migrated"
 
 
-def migrated_sqlite(env: dict) -> Path:
-    """An empty SQLite database with every migration applied, made once per state of the
-    migrations and of Django (a migrate is 8-15 s of a test module's set-up on 2 cores, issue 25
-    point 4); callers copy it. Made under a lock, so parallel test workers make it once."""
+def migrations_state() -> str:
+    """A name for the state of the migrations, of Django and the apps (the lock) and of Python:
+    a migrated database made in one state is copied in that state only."""
     digest = hashlib.sha256()
     for path in sorted(ROOT.glob("*/migrations/*.py")):
         digest.update(path.relative_to(ROOT).as_posix().encode() + b"\0" + path.read_bytes())
     digest.update((ROOT / "requirements" / "lock.txt").read_bytes() + sys.version.encode())  # Django's and apps' own
-    template = TEMPLATES / f"{digest.hexdigest()[:20]}.sqlite3"
+    return digest.hexdigest()[:20]
+
+
+@contextmanager
+def _templates_locked():
+    """Held while a template is made or copied, so parallel test workers make each once."""
     TEMPLATES.mkdir(parents=True, exist_ok=True)
     with open(TEMPLATES / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def _migrate(env: dict) -> None:
+    out = subprocess.run([sys.executable, "manage.py", "migrate", "--noinput"], cwd=ROOT, capture_output=True,
+                         text=True, env=env)
+    if out.returncode:
+        raise RuntimeError(f"manage.py migrate failed:\n{out.stdout}\n{out.stderr}")
+
+
+def migrated_sqlite(env: dict) -> Path:
+    """An empty SQLite database with every migration applied, made once per state of the
+    migrations and of Django (a migrate is 8-15 s of a test module's set-up on 2 cores, issue 25
+    point 4); callers copy it. Made under a lock, so parallel test workers make it once."""
+    template = TEMPLATES / f"{migrations_state()}.sqlite3"
+    with _templates_locked():
         if not template.exists():
             scratch = TEMPLATES / f"making-{os.getpid()}"
             shutil.rmtree(scratch, ignore_errors=True)
             scratch.mkdir()
-            out = subprocess.run([sys.executable, "manage.py", "migrate", "--noinput"], cwd=ROOT, capture_output=True,
-                                 text=True, env={**{k: v for k, v in env.items() if k != "DATABASE_URL"}, "PREVIOUSLY_VAR_DIR": str(scratch)})
-            if out.returncode:
-                raise RuntimeError(f"manage.py migrate failed:\n{out.stdout}\n{out.stderr}")
+            _migrate({**{k: v for k, v in env.items() if k != "DATABASE_URL"}, "PREVIOUSLY_VAR_DIR": str(scratch)})
             made = scratch / "previously.sqlite3"
             with closing(sqlite3.connect(made)) as db:  # all of it in the one file (WAL mode)
                 db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             os.replace(made, template)
             shutil.rmtree(scratch)
     return template
+
+
+def copy_of_migrated_postgresql(env: dict, cursor, name: str) -> None:
+    """Make the PostgreSQL database `name` (dropping any of that name) a copy of an empty one with
+    every migration applied, which is made once per state of the migrations on the server that
+    env["DATABASE_URL"] names and kept there as `previously_migrated_<state>`, as
+    migrated_sqlite keeps its file: migrating afresh was 10-11 s of each test worker's start on
+    2 cores (issue 25 point 4). `cursor` is on the server's maintenance database. The template is
+    migrated under another name and renamed when whole, so an interrupted run leaves none half
+    made; templates of other states are dropped when a new one is made."""
+    template = f"previously_migrated_{migrations_state()}"
+    with _templates_locked():
+        cursor.execute("SELECT datname FROM pg_database WHERE datname LIKE %s", [r"previously\_migrated\_%"])
+        kept = {row[0] for row in cursor.fetchall()}
+        if template not in kept:
+            making = f"{template}_making"
+            cursor.execute(f'DROP DATABASE IF EXISTS "{making}" WITH (FORCE)')
+            cursor.execute(f'CREATE DATABASE "{making}"')
+            _migrate({**env, "DATABASE_URL": urlsplit(env["DATABASE_URL"])._replace(path=f"/{making}").geturl()})
+            cursor.execute(f'ALTER DATABASE "{making}" RENAME TO "{template}"')
+            for old in kept:
+                cursor.execute(f'DROP DATABASE IF EXISTS "{old}" WITH (FORCE)')
+        cursor.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        cursor.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
 
 
 def free_port() -> int:

@@ -8,8 +8,9 @@ from asgiref.sync import SyncToAsync
 from channels.layers import channel_layers
 from django.conf import settings
 from django.db import connection, connections
+from django.db.backends.postgresql.operations import DatabaseOperations as PostgreSQLOperations
 
-from bench.stack import migrated_sqlite
+from bench.stack import copy_of_migrated_postgresql, migrated_sqlite
 from memory.recall import embedding
 
 
@@ -64,14 +65,18 @@ def pytest_collection_modifyitems(config, items):
 
 
 @pytest.fixture(scope="session")
-def django_db_keepdb(request, django_db_modify_db_settings) -> bool:
-    """On SQLite each worker's test database starts as a copy of the migrated empty database
-    bench.stack keeps per state of the migrations (made once under a lock, by whichever worker
-    or hostile server asks first), and Django keeps it: its `migrate` then has nothing to apply.
-    Migrating afresh was 9-13 s of each worker's start on 2 cores (issue 25 point 4). The copy
-    replaces whatever an earlier run left. PostgreSQL creates and migrates as before;
-    `--reuse-db` keeps its meaning on both."""
+def django_db_keepdb(request, django_db_modify_db_settings, django_db_blocker) -> bool:
+    """Each worker's test database starts as a copy of the migrated empty database bench.stack
+    keeps per state of the migrations (made once under a lock, by whichever worker or hostile
+    server asks first), and Django keeps it: its `migrate` then has nothing to apply. Migrating
+    afresh was 9-13 s of each worker's start on 2 cores (issue 25 point 4). The copy replaces
+    whatever an earlier run left: a file on SQLite, a database made from the template on
+    PostgreSQL. `--reuse-db` keeps its meaning on both."""
     if request.config.getvalue("reuse_db"):
+        return True
+    if connection.vendor == "postgresql" and os.environ.get("DATABASE_URL"):
+        with django_db_blocker.unblock(), connection.creation._nodb_cursor() as cursor:
+            copy_of_migrated_postgresql(dict(os.environ), cursor, connection.creation._get_test_db_name())
         return True
     name = settings.DATABASES["default"].get("TEST", {}).get("NAME")
     if connection.vendor != "sqlite" or not name or ":memory:" in name:
@@ -94,6 +99,30 @@ def profile(user):
     from tests.factories import ProfileFactory
 
     return ProfileFactory(user=user, key="owner")
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _flush_by_delete_on_postgresql():
+    """A transactional test (TransactionTestCase, transaction=True, the live servers) empties
+    every table after it. Django's PostgreSQL flush is one TRUNCATE of the 43 tables, which makes
+    each table's files anew: 250-380 ms a flush on 2 cores, 82 s of the PostgreSQL suite's worker
+    time in 269 such tests (issue 25 point 4). A DELETE of the few rows a test leaves is 10-24 ms
+    and leaves the same empty tables: the foreign keys Django makes are checked at commit, and the
+    flush is one transaction. Sequences are not restarted, as TRUNCATE's flush did not restart
+    them either (reset_sequences=False); a flush that asks for either falls back to TRUNCATE."""
+    if connection.vendor != "postgresql":
+        yield
+        return
+    truncate = PostgreSQLOperations.sql_flush
+
+    def sql_flush(self, style, tables, *, reset_sequences=False, allow_cascade=False):
+        if reset_sequences or allow_cascade:
+            return truncate(self, style, tables, reset_sequences=reset_sequences, allow_cascade=allow_cascade)
+        return [f"{style.SQL_KEYWORD('DELETE FROM')} {style.SQL_FIELD(self.quote_name(table))};" for table in tables]
+
+    PostgreSQLOperations.sql_flush = sql_flush
+    yield
+    PostgreSQLOperations.sql_flush = truncate
 
 
 @pytest.fixture(autouse=True, scope="session")
