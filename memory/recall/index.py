@@ -123,6 +123,10 @@ def index_messages(
 MERGE_PAGES = 200
 
 
+# The tables whose planner statistics a bulk load refreshes on PostgreSQL (optimize_index).
+ANALYZED_AFTER_A_LOAD = ("memory_message", "memory_recalldocument", "memory_recallterm", "memory_recallvector")
+
+
 def optimize_index(*, between: Callable[[], None] | None = None) -> None:
     """After a bulk load (imports): merge SQLite's full-text segments; on PostgreSQL refresh
     the planner's statistics at once (ANALYZE), so queries do not scan by profile until
@@ -146,7 +150,7 @@ def optimize_index(*, between: Callable[[], None] | None = None) -> None:
                 if between is not None:
                     between()
         elif connection.vendor == "postgresql":
-            cursor.execute("ANALYZE memory_message, memory_recalldocument, memory_recallterm, memory_recallvector")
+            cursor.execute(f"ANALYZE {', '.join(ANALYZED_AFTER_A_LOAD)}")
 
 
 def remove_messages(message_ids: Sequence[int]) -> int:
