@@ -37,8 +37,10 @@ def _tls() -> ssl.SSLContext:
 
 def sdk_client(base_url: str, api_key: str, *, timeout: float, max_retries: int, asynchronous: bool = False):
     """The SDK's client for an OpenAI-compatible endpoint: the HTTP client the SDK would make for
-    itself (its defaults, closed when dropped), on the shared TLS context. Every SDK client of the
-    product is made here. Local servers need no key, but the SDK insists on one."""
+    itself (its own wrapper classes, with its defaults, closed when dropped; they live in its
+    private `_base_client`, pinned by the lock, so an upgrade that moves them fails at import),
+    on the shared TLS context. Every SDK client of the product is made here. Local servers need
+    no key, but the SDK insists on one."""
     base_url = base_url.rstrip("/")
     http_class, sdk_class = ((AsyncHttpxClientWrapper, openai.AsyncOpenAI) if asynchronous
                              else (SyncHttpxClientWrapper, openai.OpenAI))
