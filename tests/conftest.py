@@ -146,9 +146,10 @@ def _flush_by_delete_on_postgresql():
 
 @pytest.fixture(autouse=True, scope="session")
 def _no_connections_left_open(django_db_setup, django_db_blocker):
-    """The test database is dropped at the end, which PostgreSQL refuses while a connection is
-    open: connections close after each call here, as Django's test runner expects, not kept
-    per thread as in production (DJANGO_CONN_MAX_AGE); and the chat's database threads
+    """A test database Django does not keep is dropped at the end (PostgreSQL's copies of the
+    template are kept, and the next run's copy replaces them), which PostgreSQL refuses while a
+    connection is open: connections close after each call here, as Django's test runner expects,
+    not kept per thread as in production (DJANGO_CONN_MAX_AGE); and the chat's database threads
     (PostgreSQL, previously/chat/db.py), whose closing Channels' test communicator skips on
     purpose, close theirs at the end. Any other session still on the test database then (a
     forked child's, a thread's a test left) is ended: the database is dropped next, and each
