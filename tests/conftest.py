@@ -103,7 +103,7 @@ def profile(user):
 
 
 @pytest.fixture(autouse=True, scope="session")
-def _flush_by_delete_on_postgresql():
+def _cheaper_flush_on_postgresql():
     """A transactional test (TransactionTestCase, transaction=True, the live servers) empties
     every table after it. Django's PostgreSQL flush is one TRUNCATE of the 43 tables, which makes
     each table's files anew: 250-380 ms a flush on 2 cores, 82 s of the PostgreSQL suite's worker
