@@ -1,6 +1,5 @@
 """ASGI entry point: HTTP through Django, websockets through Channels."""
 
-import gc
 import os
 
 from django.core.asgi import get_asgi_application
@@ -31,8 +30,3 @@ application = StartsHousekeeping(
         }
     )
 )
-
-# Everything imported so far (Django, the openai SDK's types, the app) lives as long as the
-# process: kept out of the collector's full passes, which otherwise stopped every socket of the
-# process for ~90 ms every half minute under load (BENCH §4).
-gc.freeze()

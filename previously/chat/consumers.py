@@ -24,7 +24,7 @@ from memory.models import Profile
 from memory.models.archive import OBJECT_ID_RE
 from memory.sqlite.waiting import WritesComing
 from previously.chat import guard, off_record, turn
-from previously.chat.db import db_call
+from previously.chat.db import db_call, frame_arrived
 from previously.chat.proactive import should_welcome_back, welcome_back_task
 from previously.llm import gate
 from previously.push import profile_group, session_group
@@ -40,7 +40,6 @@ TURN_ACTIONS = {
 }
 # P5: the frames of an off-the-record conversation (its state is the socket's `off_record`).
 OFF_ACTIONS = {"off_send": off_record.handle_send, "off_regenerate": off_record.handle_regenerate}
-take_turn = db_call(guard.take_turn)
 release_turn = db_call(guard.release_turn)
 renew_turn = db_call(guard.renew_turn)
 
@@ -93,7 +92,6 @@ def _storable(text: str) -> bool:
     return "\x00" not in text
 
 
-@db_call
 def _session_alive(scope) -> bool:
     """S5: the socket's login session still logs in its user, as an HTTP request would find it:
     logout flushes the session; a password change (issue 24 point 9) changes the user's auth
@@ -103,6 +101,14 @@ def _session_alive(scope) -> bool:
         return True  # no cookie session (in-process test scopes): nothing to re-check
     fresh = import_module(settings.SESSION_ENGINE).SessionStore(session_key=session.session_key)
     return get_user(SimpleNamespace(session=fresh)).pk == scope["user"].pk
+
+
+@db_call
+def _alive_taking_turn(scope, profile: Profile | None) -> tuple[bool, bool]:
+    """(alive, taken): the session check (`_session_alive`; none when `scope` is None), then,
+    when it passes and `profile` is given, the profile's turn lease (S3, `guard.take_turn`)."""
+    alive = scope is None or _session_alive(scope)
+    return alive, bool(alive and profile is not None and guard.take_turn(profile))
 
 
 class ChatConsumer(AsyncWebsocketConsumer):
@@ -147,6 +153,10 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.channel_layer.group_discard(self.session_group, self.channel_name)
 
     async def receive(self, text_data=None, bytes_data=None):
+        with frame_arrived():  # this frame's database calls, and its turn's, are due from now
+            await self._receive(text_data, bytes_data)
+
+    async def _receive(self, text_data, bytes_data):
         if not await self._within_limits(text_data, bytes_data):
             return
         try:
@@ -158,10 +168,23 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.send_html(turn.notice(problem, lang=self.profile.language))
             return
         turn.vector_ahead(data)
-        if not await _session_alive(self.scope):  # logged out since the socket opened
+        action = data.get("action") or "send"
+        handler = self._line_handler(action)
+        previous = self.turn_over
+        at_once = handler is not None and (previous is None or previous.is_set())
+        # Logged out since the socket opened (S5)? A line that can take the profile's turn now
+        # takes it in the same database call: one wait for the database thread, not two (BENCH §4).
+        alive, coming = await self._checked(take_turn=at_once)
+        if not alive:
             await self.close(code=4401)
             return
-        action = data.get("action") or "send"
+        if at_once:
+            if coming is None:  # another tab's turn holds the profile
+                await self._refuse_busy(action, data)
+                return
+            self.turn_over = over = asyncio.Event()
+            self._start(self._run_turn(handler, data, over, coming))
+            return
         if action == "typing":  # a line is coming: background model work gives way now (issue 26)
             gate.typing()
             return
@@ -174,41 +197,38 @@ class ChatConsumer(AsyncWebsocketConsumer):
         if action in ("off_start", "off_end"):
             await self._off_record(action)
             return
-        if action in OFF_ACTIONS:
-            if self.off_record is None:  # ended, or this socket never began it (a reconnect)
-                await self._refuse_off(action, data)
-                return
-            handler = functools.partial(OFF_ACTIONS[action], off=self.off_record)
-        elif self.off_record is not None and action in TURN_ACTIONS:
+        if handler is None:
+            await self._refuse_line(action, data)
+            return
+        # This socket's own turn (or a line queued behind it) still holds the profile: the line
+        # waits for it rather than being refused (issue 25 point 1, S3).
+        if self.waiting >= MAX_WAITING_LINES:
+            await self._refuse_busy(action, data)
+            return
+        self.waiting += 1
+        self.turn_over = over = asyncio.Event()
+        self._start(self._run_after(previous, over, handler, action, data))
+
+    def _line_handler(self, action: str):
+        """The handler of a line (a turn) this socket may take now, or None: an off-the-record
+        line on a page that is off the record (P5), an archived one on a page that is not."""
+        if self.off_record is not None:
+            return functools.partial(OFF_ACTIONS[action], off=self.off_record) if action in OFF_ACTIONS else None
+        return TURN_ACTIONS.get(action)
+
+    async def _refuse_line(self, action: str, data: dict) -> None:
+        """Why a line has no handler (`_line_handler`), told on the page."""
+        if action in OFF_ACTIONS:  # ended, or this socket never began it (a reconnect)
+            await self._refuse_off(action, data)
+        elif action in TURN_ACTIONS:
             # Nothing said while the page is off the record may reach the archive by mistake.
             await self.send_html(turn.notice(
                 gettext_lazy("This page is off the record: end it to talk on the record again."),
                 lang=self.profile.language))
-            return
         else:
-            handler = TURN_ACTIONS.get(action)
-        if handler is None:
             await self.send_html(turn.notice(
                 format_lazy(gettext_lazy("Unknown action: {action}"), action=action), lang=self.profile.language
             ))
-            return
-        previous = self.turn_over
-        if previous is not None and not previous.is_set():
-            # This socket's own turn (or a line queued behind it) still holds the profile: the
-            # line waits for it rather than being refused (issue 25 point 1, S3).
-            if self.waiting >= MAX_WAITING_LINES:
-                await self._refuse_busy(action, data)
-                return
-            self.waiting += 1
-            self.turn_over = over = asyncio.Event()
-            self._start(self._run_after(previous, over, handler, action, data))
-            return
-        coming = await self._take_turn()
-        if coming is None:
-            await self._refuse_busy(action, data)
-            return
-        self.turn_over = over = asyncio.Event()
-        self._start(self._run_turn(handler, data, over, coming))
 
     # --- guardrails (S3): frame size and rate; one turn per profile ------------------------------
 
@@ -301,21 +321,33 @@ class ChatConsumer(AsyncWebsocketConsumer):
             return
         await self._run_turn(handler, data, over, coming)
 
-    async def _take_turn(self) -> WritesComing | None:
-        """The profile's turn lease (S3), the turn's writes announced from before it, to end when
-        its reply is archived: an import between two batches lets them in first, so the turn waits
-        for one part of a batch at most, once (memory.sqlite.waiting; S4, BENCH §5). None when
-        another turn holds the lease."""
+    async def _checked(self, *, take_turn: bool, session: bool = True) -> tuple[bool, WritesComing | None]:
+        """The session check (S5; none when `session` is false) and, when `take_turn` and the
+        check passes, the profile's turn lease (S3), in one database call (`_alive_taking_turn`).
+        Returns (alive, coming). `coming` is the turn's writes, announced from before the lease
+        was asked for and ending when its reply is archived: an import between two batches lets
+        them in first, so the turn waits for one part of a batch at most, once
+        (memory.sqlite.waiting; S4, BENCH §5). It is None when the lease was not asked for or
+        another turn holds it."""
         coming = WritesComing()
-        coming.start()
+        if take_turn:
+            coming.start()
         try:
-            if await take_turn(self.profile):
-                return coming
+            alive, taken = await _alive_taking_turn(self.scope if session else None,
+                                                    self.profile if take_turn else None)
         except BaseException:
             coming.end()
             raise
+        if taken:
+            return alive, coming
         coming.end()
-        return None
+        return alive, None
+
+    async def _take_turn(self) -> WritesComing | None:
+        """The lease alone (`_checked`), for a line that waited behind this socket's own turn: its
+        session was checked as it arrived."""
+        _, coming = await self._checked(take_turn=True, session=False)
+        return coming
 
     async def _run_turn(self, handler, data: dict, over: asyncio.Event, coming: WritesComing) -> None:
         """The turn, its lease taken; `coming` (`_take_turn`) ends when its reply is archived, and

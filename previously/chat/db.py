@@ -1,67 +1,131 @@
-"""Database work of the chat socket, run off the event loop (`db_call`).
+"""Database work of the chat socket, run off the event loop (`db_call`), most urgent first.
 
-SQLite takes one writer at a time, and a writer kept waiting sleeps in steps of 1–100 ms:
-its calls queue on Channels' one database thread instead (thread-sensitive, as
-`database_sync_to_async` does by default). A database server (PostgreSQL) answers many
-connections at once, so there the calls of different sockets run side by side on a small
-pool of threads, each with its own persistent connection: one socket's round trips no longer
-wait behind another's (BENCH §4). `PREVIOUSLY_DB_THREADS` sizes the pool.
+The calls run on the chat's own database threads (`POOL`), each keeping one connection:
+- on SQLite, one thread: SQLite takes one writer at a time, and a writer kept waiting sleeps in
+  steps of 1–100 ms, so the chat's calls queue here instead;
+- on PostgreSQL, which answers many connections at once, `PREVIOUSLY_DB_THREADS` of them: one
+  socket's round trips do not wait behind another's.
+
+Waiting calls run earliest deadline first, not in the order they came (BENCH §4). A call made
+for a frame from the page is due when that frame arrived (`frame_arrived`), so under a burst
+the turn that came first reaches its first token first, rather than every turn waiting behind
+every newer one's next step. A turn's work after its reply has streamed (archiving the reply,
+letting go of the lease) is due `LATER_SECONDS` after it is asked for (`after_the_reply`): a
+person waiting for a first token goes before it, and it still runs within that time of being
+asked, however busy the process is. Any other call is due when it is made.
 """
 
+import heapq
+import itertools
 import os
-from concurrent.futures import Executor, ThreadPoolExecutor
+import threading
+import time
+from concurrent.futures import Executor, Future
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 from channels.db import database_sync_to_async
 from django.conf import settings
 from django.db import connection, connections
 
-_opened = []  # each pool thread's connection handle, to close them all at the end (tests)
+# How long a turn's work after its streamed reply may wait for others' first tokens (s).
+LATER_SECONDS = 0.5
+
+# When this context's calls are due: (the moment they are due from, or None for "when made",
+# seconds added). Set per frame by the consumer, and after the reply by the turn.
+_due: ContextVar[tuple[float | None, float]] = ContextVar("chat_db_due", default=(None, 0.0))
+
+_opened = []  # each thread's connection handle, to close them all at the end (tests)
 
 
-def _remember_connection() -> None:
-    _opened.append(connections["default"])
+@contextmanager
+def frame_arrived():
+    """Calls made within (and by the tasks started within) are for a frame that arrived now."""
+    token = _due.set((time.monotonic(), 0.0))
+    try:
+        yield
+    finally:
+        _due.reset(token)
 
 
-def _new_pool() -> ThreadPoolExecutor:
-    # Threads start only when used: on SQLite this pool stays empty.
-    return ThreadPoolExecutor(
-        max_workers=settings.PREVIOUSLY_DB_THREADS, thread_name_prefix="chat-db", initializer=_remember_connection
-    )
+def after_the_reply() -> None:
+    """The rest of this turn's calls give way to first tokens for up to LATER_SECONDS each."""
+    _due.set((None, LATER_SECONDS))
 
 
-class _ThisProcessPool(Executor):
-    """The pool of the process making the call, looked up at each call. `db_call` wraps functions
-    at import, so the executor it hands over outlives a fork: a forked process (a test's live
-    server) keeps none of the parent's pool threads while the pool's idle count says they wait,
-    and the parent's pool object would take its calls and never run them."""
+def _deadline() -> float:
+    since, added = _due.get()
+    return (time.monotonic() if since is None else since) + added
 
-    def __init__(self):
-        self._pool = _new_pool()
+
+class DueFirstPool(Executor):
+    """Up to `size()` threads, started as calls come, running waiting calls earliest deadline
+    first (`_deadline`, read in the caller's context as the call is submitted); calls due at the
+    same moment run in the order they came. Made again in a forked child (a test's live server):
+    the parent's threads do not exist there."""
+
+    def __init__(self, size):
+        self._size = size
+        self._start()
         os.register_at_fork(after_in_child=self._after_fork_in_child)
 
+    def _start(self) -> None:
+        self._ready = threading.Condition()
+        self._waiting: list = []  # heap of (deadline, order, future, fn, args, kwargs)
+        self._order = itertools.count()
+        self._threads = self._idle = 0
+
     def _after_fork_in_child(self) -> None:
-        self._pool = _new_pool()
+        self._start()
         _opened.clear()
 
-    def submit(self, fn, /, *args, **kwargs):
-        return self._pool.submit(fn, *args, **kwargs)
+    def submit(self, fn, /, *args, **kwargs) -> Future:
+        future = Future()
+        with self._ready:
+            heapq.heappush(self._waiting, (_deadline(), next(self._order), future, fn, args, kwargs))
+            if self._idle:
+                self._ready.notify()
+            elif self._threads < self._size():
+                self._threads += 1
+                threading.Thread(target=self._work, name=f"chat-db-{self._threads}", daemon=True).start()
+        return future
 
-    def shutdown(self, wait=True, *, cancel_futures=False):
-        self._pool.shutdown(wait, cancel_futures=cancel_futures)
+    def _work(self) -> None:
+        _opened.append(connections["default"])
+        while True:
+            with self._ready:
+                self._idle += 1
+                while not self._waiting:
+                    self._ready.wait()
+                self._idle -= 1
+                _, _, future, fn, args, kwargs = heapq.heappop(self._waiting)
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                result = fn(*args, **kwargs)
+            except BaseException as exc:  # noqa: BLE001 - handed to the caller, as an executor does
+                future.set_exception(exc)
+                del exc
+            else:
+                future.set_result(result)
+                del result
+            del future, fn, args, kwargs
 
 
-POOL = _ThisProcessPool()
+def _threads() -> int:
+    return 1 if connection.vendor == "sqlite" else settings.PREVIOUSLY_DB_THREADS
+
+
+POOL = DueFirstPool(_threads)
 
 
 def db_call(func):
-    """`func` as a coroutine function run in a database thread (see the module docstring)."""
-    if connection.vendor == "sqlite":
-        return database_sync_to_async(func)
+    """`func` as a coroutine function run on the chat's database threads (see the module docstring)."""
     return database_sync_to_async(func, thread_sensitive=False, executor=POOL)
 
 
 def close_connections() -> None:
-    """Close the connection each pool thread keeps, from outside those threads, while no call is
+    """Close the connection each thread keeps, from outside those threads, while no call is
     running (a test run about to drop its database). A later call opens a new one."""
     for handle in _opened:
         handle.inc_thread_sharing()

@@ -38,7 +38,7 @@ from memory.recall.context import Recalled
 from previously.agent.briefing import arrival_briefing
 from previously.agent.lifecycle import after_reply, archive_line
 from previously.chat import guard, markdown, prompt
-from previously.chat.db import db_call
+from previously.chat.db import after_the_reply, db_call
 from previously.i18n import for_profile
 from previously.llm import Provider, ProviderError, gate
 from previously.llm.openai_compat import TOO_LONG
@@ -754,6 +754,7 @@ async def reply_to(
     A reply stopped by the person (U2) is archived as far as it went, status stopped."""
     umid = user_message.mid
     made = await generate(profile, user_message, send, local_time=local_time, stop=stop)
+    after_the_reply()  # archiving it gives way to others' first tokens (BENCH §4)
     prepared, lang, content, error, mid = made.prepared, made.lang, made.content, made.error, made.mid
     status, kind, stopped = made.status, made.kind, made.stopped
     note = ""

@@ -5,7 +5,10 @@ the parent's, the idle thread the pool counts does not exist in the child: its c
 queued and never run, and on PostgreSQL + Redis 16 browser tests lost their replies under
 `make test` with 2 workers (issue 25 point 4)."""
 
+import contextvars
 import os
+import threading
+import time
 
 import pytest
 
@@ -26,3 +29,98 @@ def test_a_forked_child_runs_the_pool_calls_on_threads_of_its_own():
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0, "the child's call on the pool never ran"
     assert held.submit(lambda: "parent again").result(timeout=5) == "parent again"
+
+
+
+def _blocked(pool: db.DueFirstPool, size: int):
+    """`size` calls holding every thread of `pool` until the returned event is set."""
+    release, started = threading.Event(), threading.Barrier(size + 1)
+
+    def hold():
+        started.wait(5)
+        release.wait(5)
+
+    held = [pool.submit(hold) for _ in range(size)]
+    started.wait(5)
+    return release, held
+
+
+def _frame_context() -> contextvars.Context:
+    """The context of a turn begun by a frame arriving now (the consumer's `receive`)."""
+    def inside():
+        with db.frame_arrived():
+            return contextvars.copy_context()
+    return contextvars.copy_context().run(inside)
+
+
+def _after_reply_context() -> contextvars.Context:
+    """The context of a turn whose reply has streamed (`reply_to`)."""
+    def inside():
+        db.after_the_reply()
+        return contextvars.copy_context()
+    return contextvars.copy_context().run(inside)
+
+
+def test_waiting_calls_run_earliest_deadline_first_not_in_the_order_they_came(monkeypatch):
+    """BENCH §4: under a burst, the turn that came first reaches its first token first. A frame's
+    calls are due when the frame arrived, so the next step of an older turn goes before the first
+    step of a newer one, and a call made outside any frame is due when it is made; a turn's work
+    after its reply has streamed gives way to them all for a while. (In the order they came, the
+    bookkeeping would run first and the older turn third.)"""
+    monkeypatch.setattr(db, "LATER_SECONDS", 60.0)  # however slowly this test runs
+    pool = db.DueFirstPool(lambda: 1)
+    release, held = _blocked(pool, 1)
+    older = _frame_context()
+    time.sleep(0.005)
+    newer = _frame_context()
+    replied = _after_reply_context()
+    ran = []
+    futures = [
+        replied.run(pool.submit, ran.append, "bookkeeping"),
+        newer.run(pool.submit, ran.append, "newer turn, first step"),
+        older.run(pool.submit, ran.append, "older turn, next step"),
+        pool.submit(ran.append, "made now"),
+    ]
+    release.set()
+    for future in [*held, *futures]:
+        future.result(timeout=5)
+    assert ran == ["older turn, next step", "newer turn, first step", "made now", "bookkeeping"]
+
+
+def test_work_after_a_reply_gives_way_no_longer_than_its_allowance(monkeypatch):
+    """Nothing starves: once the bookkeeping's deadline has passed, it goes before a frame that
+    arrives later."""
+    monkeypatch.setattr(db, "LATER_SECONDS", 0.05)
+    pool = db.DueFirstPool(lambda: 1)
+    release, held = _blocked(pool, 1)
+    ran = []
+    late = _after_reply_context().run(pool.submit, ran.append, "bookkeeping")
+    time.sleep(0.1)
+    new = _frame_context().run(pool.submit, ran.append, "a new frame")
+    release.set()
+    for future in [*held, late, new]:
+        future.result(timeout=5)
+    assert ran == ["bookkeeping", "a new frame"]
+
+
+def test_a_call_that_raises_hands_its_error_to_the_caller_and_the_thread_goes_on():
+    pool = db.DueFirstPool(lambda: 1)
+
+    def refuses():
+        raise ValueError("the record p1/c_01 is refused")
+
+    with pytest.raises(ValueError, match="p1/c_01"):
+        pool.submit(refuses).result(timeout=5)
+    assert pool.submit(lambda: "still here").result(timeout=5) == "still here"
+
+
+def test_threads_start_as_calls_wait_up_to_the_pools_size():
+    """Three calls at once get three threads of a pool of three (PostgreSQL's
+    PREVIOUSLY_DB_THREADS); no more are ever made."""
+    pool = db.DueFirstPool(lambda: 3)
+    release, held = _blocked(pool, 3)  # would time out at the barrier with fewer threads
+    release.set()
+    seen = set()
+    for future in [*held, *[pool.submit(lambda: seen.add(threading.current_thread().name)) for _ in range(30)]]:
+        future.result(timeout=5)
+    assert seen <= {"chat-db-1", "chat-db-2", "chat-db-3"}

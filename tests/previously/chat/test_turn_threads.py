@@ -1,7 +1,6 @@
 """Issue 24 point 11 (BENCH §4): what a turn does before its first token stays off the chat's
 one database thread (SQLite) and off the threads altogether when it need not leave the loop."""
 
-import asyncio
 import threading
 
 import pytest
@@ -9,7 +8,7 @@ import pytest
 from memory import archive
 from memory.models import Message
 from memory.recall import vectors
-from previously.chat import consumers, turn
+from previously.chat import consumers, db, turn
 from tests.previously.chat.conftest import new_mid
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -73,9 +72,9 @@ async def test_the_lines_vector_is_begun_as_its_frame_arrives_while_the_session_
             begun.set()
         return real_embed(texts)
 
-    async def session_alive(scope):
-        seen_by_check.append(await asyncio.to_thread(begun.wait, 5))
-        return await real_alive(scope)
+    def session_alive(scope):  # on the chat's database thread
+        seen_by_check.append(begun.wait(5))
+        return real_alive(scope)
 
     monkeypatch.setattr(vectors, "embed_ahead", embed_ahead)
     monkeypatch.setattr(consumers, "_session_alive", session_alive)
@@ -83,3 +82,27 @@ async def test_the_lines_vector_is_begun_as_its_frame_arrives_while_the_session_
     await chat.say("the owl hooted twice 猫头鹰叫了两声", mid=new_mid(3))
     assert seen_by_check == [True]
     assert await Message.objects.filter(profile=profile, speaker=Message.Speaker.USER).acount() == 1
+
+
+async def test_a_line_is_checked_and_takes_the_turn_in_one_database_call(connect, user, profile, monkeypatch):
+    """BENCH §4: the session check (S5) and the turn's lease (S3) were two waits for the chat's
+    database thread before the line's archive write; a line that can take the turn at once now
+    waits once for both."""
+    chat = await connect(user)
+    submitted, at_archive = [], []
+    real_submit, real_archive = db.POOL.submit, turn.archive_message
+
+    def submit(fn, /, *args, **kwargs):
+        submitted.append(fn)
+        return real_submit(fn, *args, **kwargs)
+
+    def archive_message(**kwargs):
+        at_archive.append(len(submitted))
+        return real_archive(**kwargs)
+
+    monkeypatch.setattr(db.POOL, "submit", submit)
+    monkeypatch.setattr(turn, "archive_message", archive_message)
+    await chat.say("checked and leased at once 一次就好", mid=new_mid(4))
+    assert at_archive[0] == 2  # the check with the lease, then the archive write's own call
+    assert await Message.objects.filter(profile=profile, speaker=Message.Speaker.USER).acount() == 1
+
