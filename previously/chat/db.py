@@ -11,8 +11,8 @@ for a frame from the page is due when that frame arrived (`frame_arrived`), so u
 the turn that came first reaches its first token first, rather than every turn waiting behind
 every newer one's next step. A turn's work after its reply has streamed (archiving the reply,
 letting go of the lease) is due `LATER_SECONDS` after it is asked for (`after_the_reply`): a
-person waiting for a first token goes before it, and it still runs within that time of being
-asked, however busy the process is. Any other call is due when it is made.
+person waiting for a first token goes before it, and no call made more than that time after it
+ever does, so it is never starved. Any other call is due when it is made.
 """
 
 import heapq
