@@ -35,6 +35,9 @@ LATER_SECONDS = 0.5
 # seconds added). Set per frame by the consumer, and after the reply by the turn.
 _due: ContextVar[tuple[float | None, float]] = ContextVar("chat_db_due", default=(None, 0.0))
 
+# How often an idle thread looks whether the process is exiting (s).
+EXIT_CHECK_SECONDS = 0.5
+
 _opened = []  # each thread's connection handle, to close them all at the end (tests)
 
 
@@ -87,7 +90,7 @@ class DueFirstPool(Executor):
                 self._ready.notify()
             elif self._threads < self._size():
                 self._threads += 1
-                threading.Thread(target=self._work, name=f"chat-db-{self._threads}", daemon=True).start()
+                threading.Thread(target=self._work, name=f"chat-db-{self._threads}").start()
         return future
 
     def _work(self) -> None:
@@ -96,7 +99,12 @@ class DueFirstPool(Executor):
             with self._ready:
                 self._idle += 1
                 while not self._waiting:
-                    self._ready.wait()
+                    # Not a daemon thread: as the process exits, a call under way (a reply's
+                    # write) and those waiting finish first, as in a ThreadPoolExecutor; the
+                    # thread ends once the main thread has and nothing is left to run.
+                    if not self._ready.wait(EXIT_CHECK_SECONDS) and not threading.main_thread().is_alive():
+                        self._idle -= 1
+                        return
                 self._idle -= 1
                 _, _, future, fn, args, kwargs = heapq.heappop(self._waiting)
             if not future.set_running_or_notify_cancel():

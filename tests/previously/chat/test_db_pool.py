@@ -7,10 +7,13 @@ queued and never run, and on PostgreSQL + Redis 16 browser tests lost their repl
 
 import contextvars
 import os
+import subprocess
+import sys
 import threading
 import time
 
 import pytest
+from django.conf import settings
 
 from previously.chat import db
 
@@ -124,3 +127,25 @@ def test_threads_start_as_calls_wait_up_to_the_pools_size():
     for future in [*held, *[pool.submit(lambda: seen.add(threading.current_thread().name)) for _ in range(30)]]:
         future.result(timeout=5)
     assert seen <= {"chat-db-1", "chat-db-2", "chat-db-3"}
+
+
+def test_a_call_under_way_as_the_process_exits_finishes_first(tmp_path):
+    """Nothing lost at a stop: the threads are not daemons, so a reply's write that is running
+    (or waiting) when the main thread ends is finished before the process exits, as with the
+    ThreadPoolExecutor the pool replaced; an idle pool does not hold the exit."""
+    done = tmp_path / "written"
+    script = (
+        "import threading, time\n"
+        "from previously.chat.db import DueFirstPool\n"
+        "pool = DueFirstPool(lambda: 1)\n"
+        "started = threading.Event()\n"
+        "def write():\n"
+        "    started.set(); time.sleep(0.3)\n"
+        f"    open({str(done)!r}, 'w').write('the reply')\n"
+        "pool.submit(write)\n"
+        "started.wait(5)\n"
+    )
+    began = time.monotonic()
+    subprocess.run([sys.executable, "-c", script], check=True, timeout=30, cwd=settings.BASE_DIR)
+    assert done.read_text() == "the reply"
+    assert time.monotonic() - began < 20
