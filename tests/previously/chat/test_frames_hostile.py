@@ -9,7 +9,7 @@ from asgiref.sync import sync_to_async
 from channels.testing import WebsocketCommunicator
 from django.test import Client
 
-from memory.models import Message
+from memory.models import Message, Profile
 from previously.asgi import application
 from previously.origins import same_origin
 from tests import factories as f
@@ -70,6 +70,9 @@ async def test_a_socket_is_closed_at_its_next_frame_once_its_session_logged_out(
     out = await communicator.receive_output(timeout=5)
     assert out == {"type": "websocket.close", "code": 4401}
     assert not await sync_to_async(Message.objects.filter(content="after logout").exists)()
+    # The check and the turn's lease are one database call (BENCH §4): a refused frame takes no
+    # lease, which would hold the profile's next line for TURN_LEASE (S3).
+    assert await sync_to_async(Profile.objects.filter(key="owner", turn_until__isnull=False).exists)() is False
     await communicator.disconnect()
 
 
