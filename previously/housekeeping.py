@@ -12,10 +12,12 @@ management commands or tests); `manage.py close_idle_slices` does the same by ha
 import logging
 import threading
 import time
+from importlib import import_module
 
 from django.conf import settings
 from django.db import close_old_connections, connections
 from django.template.loader import get_template
+from django.urls import get_resolver
 
 from memory import backups
 from memory.interop.previews import sweep_previews
@@ -107,14 +109,21 @@ def _loop(period: int, proactive: int = 0) -> None:
 # imported): done at start, not by the first turn, nor by a task thread holding the import lock
 # while a turn waits for it.
 WARM_TEMPLATES = ("chat/chat.html", "card/evolution.html")
+# What the SDK imports on its first streamed reply, on the event loop, while every socket waits
+# (its chat resources and their stream parser, ≈12 ms; httpx's asyncio backend, ≈8 ms on the
+# 2-core machine). By module name: the SDK's packages and anyio load them lazily.
+WARM_MODULES = ("openai.resources.chat.chat", "openai.resources.chat.completions.completions",
+                "anyio._backends._asyncio")
 
 
 def warm_up() -> threading.Thread:
     """What the first turn after a start would otherwise pay for, done as the server process
     starts (issue 24 point 11, BENCH §4): the in-process sentence-embedding model (≈2 s), the
-    chat's and the evolution indicator's templates, and (in a thread, returned, so a model
-    server that is slow or not up yet never holds the start) the model's context window, which
-    the first turn asked the model server for (two requests, up to 3 s each)."""
+    chat's and the evolution indicator's templates, the URLconf with every page's views (the
+    first request imported them, ≈25 ms), the SDK's modules of a streamed reply, and (in a
+    thread, returned, so a model server that is slow or not up yet never holds the start) the
+    model's context window, which the first turn asked the model server for (two requests, up
+    to 3 s each). The server freezes what this loaded out of the collector's passes."""
     asking = threading.Thread(target=_ask_context_window, name="previously-model-window", daemon=True)
     asking.start()
     began = time.perf_counter()
@@ -122,6 +131,12 @@ def warm_up() -> threading.Thread:
         log.info("embedding model loaded in %.1f s", time.perf_counter() - began)
     for name in WARM_TEMPLATES:
         get_template(name)
+    get_resolver().url_patterns  # noqa: B018 - reading the property imports the URLconf
+    for name in WARM_MODULES:
+        try:
+            import_module(name)
+        except ImportError:  # moved by an upgrade: the first reply loads what it needs, as before
+            log.warning("warm-up: %s is gone; the first reply imports what it needs", name)
     return asking
 
 

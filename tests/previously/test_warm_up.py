@@ -4,11 +4,15 @@ loads and asks before (or while) it listens; nothing does when a test (or a mana
 command) imports the application."""
 
 import json
+import os
+import subprocess
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 from daphne.server import Server
+from django.conf import settings
 
 from memory.recall import embedding
 from previously import housekeeping, server
@@ -59,6 +63,37 @@ def test_the_asgi_application_warm_up_loads_the_embedding_model(monkeypatch):
     monkeypatch.setattr(housekeeping, "context_tokens", lambda: None)
     housekeeping.StartsHousekeeping(app=None).warm_up().join(10)
     assert seen.calls == ["preload"]
+
+
+# A fresh interpreter: which modules the application's import leaves to the first reply, and
+# which of them the warm-up loads. No embedding model, no model server (the window's ask fails
+# in its thread, which the start never waits for).
+LAZY = """
+import json, sys
+import django
+django.setup()
+from previously import asgi, housekeeping
+names = housekeeping.WARM_MODULES
+before = [n for n in names if n in sys.modules]
+housekeeping.warm_up()
+print(json.dumps({"before": before, "after": [n for n in names if n in sys.modules],
+                  "urlconf": "previously.pages.chat.views" in sys.modules}))
+"""
+
+
+def test_the_warm_up_loads_what_the_first_reply_and_the_first_request_would_import(tmp_path):
+    """The SDK loads its chat resources and stream parser on the first streamed reply, anyio its
+    asyncio backend on the first connection, Django the URLconf with every page's views on the
+    first request: each import ran on the event loop while every socket waited (issue 24 point
+    11). A name an upgrade moves fails here, not silently at the first reply."""
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "previously.settings", "PREVIOUSLY_EMBEDDINGS": "off",
+           "PREVIOUSLY_LLM_BASE_URL": "http://127.0.0.1:9/v1", "PREVIOUSLY_VAR_DIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", LAZY], env=env, cwd=settings.BASE_DIR, capture_output=True,
+                          text=True, timeout=120, check=True)
+    loaded = json.loads(done.stdout.strip().splitlines()[-1])
+    assert loaded["before"] == []  # the application's import leaves them to first use
+    assert loaded["after"] == list(housekeeping.WARM_MODULES)
+    assert loaded["urlconf"]
 
 
 def test_the_warm_up_compiles_the_chat_and_evolution_templates(monkeypatch):
