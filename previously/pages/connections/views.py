@@ -13,7 +13,7 @@ from django.views.decorators.http import require_POST
 from memory.models import Connection, ModelChoice
 from memory.recall import embedding
 from memory.sealed import Unreadable, seal, unseal
-from previously.llm.openai_compat import model_ids, sdk_client
+from previously.llm.openai_compat import chat_completions, model_ids, sdk_client
 from previously.llm.select import model_lists
 from previously.pages.connections.forms import ChoiceForm, ConnectionForm
 from previously.pages.current_profile import current_profile
@@ -114,7 +114,7 @@ def connection_test(request, pk: int):
         choice = ModelChoice.current()
         model = choice.chat_model if choice.chat_connection_id == conn.pk and choice.chat_model else (ids or [""])[0]
         if model:
-            client.chat.completions.create(model=model, messages=[{"role": "user", "content": "ping"}], max_tokens=1)
+            chat_completions(client, {"model": model, "messages": [{"role": "user", "content": "ping"}], "max_tokens": 1})
         result.update(ok=True, ms=round((time.monotonic() - started) * 1000), model=model)
     except (openai.OpenAIError, OSError, Unreadable) as error:
         result["problem"] = in_plain_words(error)

@@ -4,11 +4,14 @@ import ssl
 
 import httpx2
 import pytest
+from openai._utils._transform import async_maybe_transform
+from openai.types.chat import completion_create_params
 
 from memory.models import ModelChoice
 from previously.llm import ProviderError, get_provider, reset_provider
 from previously.llm.embeddings import OpenAIEmbeddings
 from previously.llm.offline import Offline
+from previously.agent import tools as agent_tools
 from previously.llm.openai_compat import OpenAICompatible, Timeouts, sdk_client
 from previously.llm.select import follow_stored_choice
 from previously.tunables import TUNABLES
@@ -175,3 +178,51 @@ def test_every_sdk_client_shares_one_verifying_tls_context(settings):
     # The SDK's settings are still each client's own.
     assert (provider._sync.max_retries, provider._sync.timeout, provider._sync.api_key) == (0, 600.0, "k")
     assert str(embeddings._client.base_url) == "https://embed.example/v1/" and embeddings._client.api_key == "not-needed"
+
+
+PROMPT = [
+    {"role": "system", "content": "You are Mira. 你是 Alex 的朋友。\n\n## Previously On\n- likes 🐱"},
+    {"role": "user", "content": "我昨天去了杭州 and it rained ☔"},
+    {"role": "assistant", "content": "Hangzhou in the rain — 西湖 must have been quiet."},
+    {"role": "user", "content": [{"type": "text", "text": "看这张"},
+                                 {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}]},
+]
+AGENT_TURN = [
+    {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "set_portrait", "arguments": '{"text": "Alex 是工程师"}'}}]},
+    {"role": "tool", "tool_call_id": "c1", "content": "ok: the portrait is set"},
+]
+
+
+@pytest.mark.parametrize("body, params", [
+    ({"model": "m", "messages": PROMPT, "stream": True, "temperature": 0.7, "max_tokens": 800},
+     completion_create_params.CompletionCreateParamsStreaming),
+    ({"model": "m", "messages": PROMPT, "max_tokens": 1}, completion_create_params.CompletionCreateParamsNonStreaming),
+    ({"model": "m", "messages": PROMPT + AGENT_TURN, "tools": agent_tools.schemas(agent_tools.CARD_PHASE), "max_tokens": 2000},
+     completion_create_params.CompletionCreateParamsNonStreaming),
+], ids=["chat-stream", "one-token", "agent-tools"])
+async def test_the_sdk_typed_walk_chat_completions_skips_would_change_nothing_we_send(body, params):
+    """Issue 24 point 11 (BENCH §4): chat_completions sends the body as it is, without the typed
+    method's walk over every message, a fifth of a chat turn's CPU. For each kind of body the
+    product sends (text and image parts in both scripts, tool calls and their results, the
+    agent's tool schemas) the walk gives back the same body: a newer SDK that starts to
+    rewrite one of them fails here."""
+    assert await async_maybe_transform(body, params) == body
+
+
+async def test_the_stream_and_the_agent_call_reach_the_server_as_built(llm_server, llm_provider):
+    """The request chat_completions makes is the SDK's own: the same path and key, the body
+    as built (chat stream, the one-token probe, the agent's tool call), the same answers."""
+    llm_server.api_key = "sk-right"
+    keyed = OpenAICompatible(base_url=llm_server.base_url, api_key="sk-right", model="fake-model")
+    llm_server.script(Turn(chunks=["好", "的 🐱"]))
+    assert await collect(keyed, PROMPT) == ["好", "的 🐱"]
+    assert llm_server.requests[-1] == {"model": "fake-model", "messages": PROMPT, "stream": True}
+    llm_server.script(Turn(tool_calls=[("set_portrait", {"text": "Alex"})]))
+    offered = agent_tools.schemas(agent_tools.CARD_PHASE)
+    done = keyed.complete(PROMPT + AGENT_TURN, tools=offered, max_tokens=50)
+    assert [c.name for c in done.tool_calls] == ["set_portrait"]
+    assert llm_server.requests[-1] == {"model": "fake-model", "messages": PROMPT + AGENT_TURN, "tools": offered,
+                                       "max_tokens": 50}
+    with pytest.raises(ProviderError, match="401"):
+        await collect(llm_provider, PROMPT)  # no key: refused, as before
