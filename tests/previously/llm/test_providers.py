@@ -8,10 +8,10 @@ from openai._utils._transform import async_maybe_transform
 from openai.types.chat import completion_create_params
 
 from memory.models import ModelChoice
+from previously.agent import tools as agent_tools
 from previously.llm import ProviderError, get_provider, reset_provider
 from previously.llm.embeddings import OpenAIEmbeddings
 from previously.llm.offline import Offline
-from previously.agent import tools as agent_tools
 from previously.llm.openai_compat import OpenAICompatible, Timeouts, sdk_client
 from previously.llm.select import follow_stored_choice
 from previously.tunables import TUNABLES
