@@ -54,11 +54,13 @@ def chat_completions(client: openai.OpenAI | openai.AsyncOpenAI, body: dict, *, 
     """POST /chat/completions with `body` as it is: the SDK's own request (its generic `post`,
     as `chat.completions.create` makes it: the same path, key, timeout, errors, response and
     stream types), without the typed method's walk over the body. That walk checks every
-    message against each of the six message types: 8.7 ms of CPU for a 31-message prompt on
-    a 2-core machine, on the event loop, a fifth of a chat turn's CPU (BENCH §4, issue 24
-    point 11), and more as the prompt grows. For the plain JSON bodies built here it changes
-    nothing (test_providers pins that for each kind of body). Every chat completion of the
-    product is asked for here; `client.post` is a coroutine for the async client."""
+    message against each of the six message types, on the event loop for the chat: on a slow
+    2-core machine 3.8 ms for 11 messages, 10.3 ms for 31, and about 12 ms for one agent step
+    with its tool schemas; with the load test's short prompts, the SDK's part of a turn under
+    the interpreter lock fell from 5-8 ms to 2-4 ms (BENCH §4, issue 24 point 11). For the plain
+    JSON bodies built here it changes nothing (test_providers pins that for each kind of
+    body). Every chat completion of the product is asked for here; `client.post` is a
+    coroutine for the async client."""
     stream_class = openai.AsyncStream if isinstance(client, openai.AsyncOpenAI) else openai.Stream
     return client.post("/chat/completions", body={**body, "stream": True} if stream else body, cast_to=ChatCompletion,
                        options={"security": {"bearer_auth": True}}, stream=stream,

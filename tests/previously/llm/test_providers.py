@@ -203,7 +203,7 @@ AGENT_TURN = [
 ], ids=["chat-stream", "one-token", "agent-tools"])
 async def test_the_sdk_typed_walk_chat_completions_skips_would_change_nothing_we_send(body, params):
     """Issue 24 point 11 (BENCH §4): chat_completions sends the body as it is, without the typed
-    method's walk over every message, a fifth of a chat turn's CPU. For each kind of body the
+    method's walk over every message (3.8 ms for 11 messages on a slow machine). For each kind of body the
     product sends (text and image parts in both scripts, tool calls and their results, the
     agent's tool schemas) the walk gives back the same body: a newer SDK that starts to
     rewrite one of them fails here."""
