@@ -8,7 +8,10 @@ next message (`--think 5-15` seconds by default); `--think 0` is a burst instead
 once, back to back — which measures capacity, not the delay a person sees.
 Reported per scenario: the first-token delay the app adds (time from sending the frame to the
 first token frame, minus the model server's own first-token delay), p50/p99; messages lost or
-duplicated (the archive compared to what was sent); errors.
+duplicated (the archive compared to what was sent); errors; the CPU each turn cost the app's
+servers, its task worker and PostgreSQL (read from /proc over the run), and how fast the
+machine ran Python before the scenario (`bench.machine.cpu_reference`): a shared machine's
+speed changes, and the delay with it.
 Scenarios: one process (SQLite, in-process layer); two processes + Redis + PostgreSQL + a
 task worker; and each again with card evolutions running meanwhile. The app runs with its
 production settings (DJANGO_DEBUG=0), over plain http on loopback.
@@ -29,10 +32,12 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+import psycopg
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.machine import load_average  # noqa: E402
+from bench.machine import cpu_reference, cpu_seconds, load_average  # noqa: E402
 from bench.stack import PRODUCTION_OVER_HTTP, Stack  # noqa: E402
 from tests.webclient import WebClient  # noqa: E402
 
@@ -200,6 +205,30 @@ async def drive(stack: Stack, n: int, turns: int, evolutions: int, pace: Pace) -
     return out
 
 
+def pg_backends(database_url: str) -> dict[int, float]:
+    """CPU seconds so far of each PostgreSQL backend serving `database_url`'s database."""
+    server, _, name = database_url.rpartition("/")
+    with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
+        pids = [pid for (pid,) in conn.execute("SELECT pid FROM pg_stat_activity WHERE datname = %s", (name,))]
+    return {pid: cpu for pid in pids if (cpu := cpu_seconds(pid)) is not None}
+
+
+def cpu_now(stack: Stack, database_url: str) -> dict[str, dict[int, float]]:
+    """CPU seconds so far by kind: the app's server processes, its task worker (if any) and the
+    PostgreSQL backends serving its database (if on PostgreSQL), each by process id."""
+    kinds = {"servers": stack.procs[: stack.processes], "worker": stack.procs[stack.processes :]}
+    now = {kind: {p.pid: cpu_seconds(p.pid) or 0.0 for p in procs} for kind, procs in kinds.items()}
+    now["postgresql"] = pg_backends(database_url) if database_url else {}
+    return now
+
+
+def cpu_per_turn(before: dict, after: dict, turns: int) -> dict[str, float | None]:
+    """Milliseconds of CPU per turn by kind between two `cpu_now` readings (None: no such
+    process). A backend that opened meanwhile counts from zero."""
+    return {kind: round(sum(cpu - before[kind].get(pid, 0.0) for pid, cpu in pids.items()) * 1000 / max(turns, 1), 1)
+            if pids else None for kind, pids in after.items()}
+
+
 def scenario(name: str, *, n: int, turns: int, processes: int, database_url: str = "", redis_url: str = "",
              tasks: str = "thread", evolutions: int = 0, pace: Pace = Pace(), log_dir: str = "") -> dict:
     model = ModelServer()
@@ -215,7 +244,9 @@ def scenario(name: str, *, n: int, turns: int, processes: int, database_url: str
             stack.migrate()
             stack.manage("shell", "-c", SETUP.format(n=max(n, evolutions)))
             with stack:
+                cpu_before = cpu_now(stack, database_url)
                 out = asyncio.run(drive(stack, n, turns, evolutions, pace))
+                cpu = cpu_per_turn(cpu_before, cpu_now(stack, database_url), len(out["sent"]))
                 time.sleep(1.0)
                 counted = json.loads(stack.manage("shell", "-c", COUNT.format()).strip().splitlines()[-1])
                 runs = stack.manage("shell", "-c", "from collections import Counter; from memory.models import "
@@ -240,7 +271,7 @@ def scenario(name: str, *, n: int, turns: int, processes: int, database_url: str
         "model_first_token_ms": FIRST_TOKEN * 1000,
         "sent": len(out["sent"]), "lost": len(lost), "duplicated": counted["dups"],
         "replies_archived": counted["replies"], "errors": len(out["errors"]), "error_samples": out["errors"][:5],
-        "wall_s": round(out["wall"], 1),
+        "wall_s": round(out["wall"], 1), "cpu_ms_per_turn": cpu,
         "samples": [(t, round(at, 3), round(first * 1000, 1)) for t, at, first in sorted(out["samples"], key=lambda x: x[1])],
     }
 
@@ -257,6 +288,13 @@ def last_results() -> list[dict]:
         return []
 
 
+def cpu_text(cpu: dict | None) -> str:
+    """"38.2 / – / –": servers / task worker / PostgreSQL, ms per turn ("?" for an older row)."""
+    if not cpu:
+        return "?"
+    return " / ".join("–" if cpu.get(kind) is None else f"{cpu[kind]:.1f}" for kind in ("servers", "worker", "postgresql"))
+
+
 def summary(rows: list[dict]) -> str:
     """BENCH §4 (issue 24 point 11) as a Markdown section, with the goal beside each figure."""
     lines = ["### Live chat under load (BENCH §4, issue 24 point 11; `make loadtest`)", ""]
@@ -267,8 +305,12 @@ def summary(rows: list[dict]) -> str:
         "an evolution run in progress does not change it. From the last `make loadtest`"
         + (f", {rows[0]['finished']}" if rows[0].get("finished") else "") + ".",
         "",
-        "| scenario | N × turns | p50 ms | p99 ms | max ms | lost | dup | errors | load average (1/5/15) | goal |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | --- |",
+        "CPU ms/turn: what each turn cost the app's servers / task worker / PostgreSQL. CPU ref: seconds "
+        "this machine took for a fixed piece of Python before the scenario (lower is faster).",
+        "",
+        "| scenario | N × turns | p50 ms | p99 ms | max ms | lost | dup | errors | CPU ms/turn | CPU ref s "
+        "| load average (1/5/15) | goal |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | --- | --- |",
     ]
     for r in rows:
         p99 = r.get("added_first_token_ms_p99")
@@ -276,6 +318,7 @@ def summary(rows: list[dict]) -> str:
         lines.append(
             f"| {r['scenario']} | {r['n']} × {r['turns_each']} | {r['added_first_token_ms_p50']} | {p99} "
             f"| {r.get('added_first_token_ms_max')} | {r['lost']} | {r['duplicated']} | {r['errors']} "
+            f"| {cpu_text(r.get('cpu_ms_per_turn'))} | {r.get('cpu_reference', '?')} "
             f"| {r.get('load_before', '?')} → {r.get('load_after', '?')} | {'met' if ok else 'NOT met'} |"
         )
     return "\n".join(lines)
@@ -301,16 +344,12 @@ def main(argv=None) -> int:
     wanted = set(filter(None, args.only.split(",")))
 
     def pg_db() -> str:
-        import psycopg
-
         name = f"previously_load_{uuid.uuid4().hex[:8]}"
         with psycopg.connect(f"{args.database_url}/postgres", autocommit=True) as conn:
             conn.execute(f'CREATE DATABASE "{name}"')
         return name
 
     def drop(name: str) -> None:
-        import psycopg
-
         with psycopg.connect(f"{args.database_url}/postgres", autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
@@ -327,11 +366,12 @@ def main(argv=None) -> int:
         db = pg_db() if pg else ""
         try:
             print(f"== {name}: N={args.n} × {args.turns} turns, think {args.think} s", flush=True)
-            before = load_average()
+            before, reference = load_average(), cpu_reference()
             rows.append(scenario(name, n=args.n, turns=args.turns, pace=pace, log_dir=args.log_dir,
                                  database_url=f"{args.database_url}/{db}" if db else "",
                                  redis_url=args.redis_url if pg else "", **plan))
-            rows[-1].update(load_before=before, load_after=load_average(), finished=time.strftime("%Y-%m-%d %H:%M"))
+            rows[-1].update(load_before=before, load_after=load_average(), cpu_reference=reference,
+                            finished=time.strftime("%Y-%m-%d %H:%M"))
         finally:
             if db:
                 drop(db)

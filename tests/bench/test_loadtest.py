@@ -9,15 +9,24 @@ def test_a_small_paced_run_of_the_load_script_loses_and_doubles_nothing():
     assert (row["sent"], row["turns_measured"], row["replies_archived"]) == (8, 8, 8)
     assert (row["lost"], row["duplicated"], row["errors"]) == (0, 0, 0), row["error_samples"]
     assert row["added_first_token_ms_p50"] is not None and len(row["samples"]) == 8
+    # What the turns cost: the one server's CPU per turn, from /proc; no worker, no PostgreSQL.
+    cpu = row["cpu_ms_per_turn"]
+    assert cpu["servers"] > 0 and cpu["worker"] is None and cpu["postgresql"] is None
 
 
 def test_make_bench_prints_the_last_load_test_with_its_goal():
     """Issue 24 point 11: `make bench` shows BENCH §4 from the last `make loadtest`, each
-    scenario with its load average and whether the goal (p99 ≤ 100 ms, nothing lost) is met."""
+    scenario with its load average, the machine's speed, what a turn cost each kind of process,
+    and whether the goal (p99 ≤ 100 ms, nothing lost) is met."""
     row = {"scenario": "one-process", "n": 200, "turns_each": 3, "added_first_token_ms_p50": 30.0,
            "added_first_token_ms_p99": 90.0, "added_first_token_ms_max": 120.0, "lost": 0, "duplicated": 0,
-           "errors": 0, "load_before": "0.50 / 0.40 / 0.30", "load_after": "1.00 / 0.50 / 0.30"}
-    text = summary([row, {**row, "scenario": "one-process+evolution", "added_first_token_ms_p99": 180.0}])
+           "errors": 0, "load_before": "0.50 / 0.40 / 0.30", "load_after": "1.00 / 0.50 / 0.30",
+           "cpu_ms_per_turn": {"servers": 41.3, "worker": None, "postgresql": None}, "cpu_reference": 0.462}
+    pg = {**row, "scenario": "two-processes+redis+pg", "cpu_ms_per_turn": {"servers": 50.0, "worker": 1.4, "postgresql": 19.5}}
+    text = summary([row, {**row, "scenario": "one-process+evolution", "added_first_token_ms_p99": 180.0}, pg])
     assert "p99 ≤ 100 ms" in text and "0.50 / 0.40 / 0.30" in text
-    assert text.count("| met |") == 1 and text.count("NOT met") == 1
+    assert "| 41.3 / – / – | 0.462 |" in text and "| 50.0 / 1.4 / 19.5 |" in text
+    assert text.count("| met |") == 2 and text.count("NOT met") == 1
+    older = {k: v for k, v in row.items() if k not in ("cpu_ms_per_turn", "cpu_reference")}
+    assert "| ? | ? |" in summary([older])  # a result file from before these columns still prints
     assert "run `make loadtest`" in summary([])
