@@ -109,18 +109,17 @@ def _loop(period: int, proactive: int = 0) -> None:
 # imported): done at start, not by the first turn, nor by a task thread holding the import lock
 # while a turn waits for it.
 WARM_TEMPLATES = ("chat/chat.html", "card/evolution.html")
-# What the SDK imports on its first streamed reply, on the event loop, while every socket waits
-# (its chat resources and their stream parser, ≈12 ms; httpx's asyncio backend, ≈8 ms on the
-# 2-core machine). By module name: the SDK's packages and anyio load them lazily.
-WARM_MODULES = ("openai.resources.chat.chat", "openai.resources.chat.completions.completions",
-                "anyio._backends._asyncio")
+# What the first streamed reply imported, on the event loop, while every socket waited: httpx's
+# asyncio backend (≈8 ms on the 2-core machine), which anyio loads lazily, so by module name.
+# (The SDK's chat resources were here too until the request skipped them: openai_compat.)
+WARM_MODULES = ("anyio._backends._asyncio",)
 
 
 def warm_up() -> threading.Thread:
     """What the first turn after a start would otherwise pay for, done as the server process
     starts (issue 24 point 11, BENCH §4): the in-process sentence-embedding model (≈2 s), the
     chat's and the evolution indicator's templates, the URLconf with every page's views (the
-    first request imported them, ≈25 ms), the SDK's modules of a streamed reply, and (in a
+    first request imported them, ≈25 ms), what a streamed reply imports, and (in a
     thread, returned, so a model server that is slow or not up yet never holds the start) the
     model's context window, which the first turn asked the model server for (two requests, up
     to 3 s each). The server freezes what this loaded out of the collector's passes."""

@@ -254,7 +254,7 @@ class BoundedServer(Server):
     """Daphne's server with `BoundedHTTPFactory`: `Server.run` makes its factory as
     `self.http_factory = HTTPFactory(self)`, so the bounded one is put in on assignment.
     Before it listens, the application's `warm_up` (previously.housekeeping: the embedding
-    model, templates, the URLconf, the SDK's streaming modules) loads what the first turns
+    model, templates, the URLconf, what a streamed reply imports) loads what the first turns
     would otherwise wait for (issue 24 point 11), and what is
     loaded by then is frozen out of the garbage collector's passes."""
 

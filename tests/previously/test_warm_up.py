@@ -81,10 +81,10 @@ print(json.dumps({"before": before, "after": [n for n in names if n in sys.modul
 
 
 def test_the_warm_up_loads_what_the_first_reply_and_the_first_request_would_import(tmp_path):
-    """The SDK loads its chat resources and stream parser on the first streamed reply, anyio its
-    asyncio backend on the first connection, Django the URLconf with every page's views on the
-    first request: each import ran on the event loop while every socket waited (issue 24 point
-    11). A name an upgrade moves fails here, not silently at the first reply."""
+    """anyio loads its asyncio backend on the first connection, Django the URLconf with every
+    page's views on the first request: each import ran on the event loop while every socket
+    waited (issue 24 point 11). A name an upgrade moves fails here, not silently at the first
+    reply; test_the_first_reply_after_the_warm_up_imports_nothing covers what it leaves out."""
     env = {**os.environ, "DJANGO_SETTINGS_MODULE": "previously.settings", "PREVIOUSLY_EMBEDDINGS": "off",
            "PREVIOUSLY_LLM_BASE_URL": "http://127.0.0.1:9/v1", "PREVIOUSLY_VAR_DIR": str(tmp_path)}
     done = subprocess.run([sys.executable, "-c", LAZY], env=env, cwd=settings.BASE_DIR, capture_output=True,
@@ -92,6 +92,38 @@ def test_the_warm_up_loads_what_the_first_reply_and_the_first_request_would_impo
     loaded = json.loads(done.stdout.strip().splitlines()[-1])
     assert loaded["before"] == []  # the application's import leaves them to first use
     assert loaded["after"] == [*housekeeping.WARM_MODULES, "previously.pages.chat.views"]
+
+
+FIRST_REPLY = """
+import asyncio, json, sys
+import django
+django.setup()
+from previously import asgi, housekeeping
+from previously.llm.openai_compat import OpenAICompatible
+from tests.llm_server import FakeLLMServer, Turn
+model = FakeLLMServer().start()
+model.script(Turn(chunks=["你好", " 🐱"]))
+housekeeping.warm_up().join(10)
+provider = OpenAICompatible(base_url=model.base_url, api_key="", model="m")
+before = set(sys.modules)
+async def reply():
+    return [chunk async for chunk in provider.astream([{"role": "user", "content": "hi"}])]
+chunks = asyncio.run(reply())
+print(json.dumps({"chunks": chunks, "imported": sorted(set(sys.modules) - before)}))
+"""
+
+
+def test_the_first_reply_after_the_warm_up_imports_nothing(tmp_path):
+    """Issue 24 point 11: a whole streamed reply after the warm-up, through the SDK to a local
+    model server, imports no module on the event loop (without WARM_MODULES, anyio's asyncio
+    backend came in with it; the SDK's chat resources no longer do, see openai_compat)."""
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "previously.settings", "PREVIOUSLY_EMBEDDINGS": "off",
+           "PREVIOUSLY_LLM_BASE_URL": "http://127.0.0.1:9/v1", "PREVIOUSLY_VAR_DIR": str(tmp_path)}
+    done = subprocess.run([sys.executable, "-c", FIRST_REPLY], env=env, cwd=settings.BASE_DIR, capture_output=True,
+                          text=True, timeout=120, check=True)
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["chunks"] == ["你好", " 🐱"]
+    assert seen["imported"] == []
 
 
 def test_the_warm_up_compiles_the_chat_and_evolution_templates(monkeypatch):
