@@ -39,6 +39,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench.machine import cpu_reference, cpu_seconds, load_average  # noqa: E402
 from bench.stack import PRODUCTION_OVER_HTTP, Stack  # noqa: E402
+from previously.chat import steps  # noqa: E402
 from tests.webclient import WebClient  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
@@ -195,6 +196,8 @@ async def drive(stack: Stack, n: int, turns: int, evolutions: int, pace: Pace) -
             await asyncio.to_thread(client.post, f"/chat/new/?profile=p{k}", {}, bases[k % len(bases)])
         await asyncio.sleep(1.0)
         out["sent"].extend(warm["sent"])
+    # The servers' logs from here on hold the measured turns' steps (`step_times`), not the warm-up's.
+    out["logs_from"] = {path: path.stat().st_size for path in server_logs(stack)}
     started = time.perf_counter()
     results = await asyncio.gather(
         *(chat(*client.ws_args(f"p{k}", bases[k % len(bases)]), f"p{k}", turns, out, pace) for k in range(n)),
@@ -222,6 +225,32 @@ def cpu_now(stack: Stack, database_url: str) -> dict[str, dict[int, float]]:
     return now
 
 
+def server_logs(stack: Stack) -> list[Path]:
+    """The log file of each of the stack's server processes."""
+    return [stack.log_dir / f"daphne-{n}.log" for n in range(stack.processes)]
+
+
+def step_times(logs_from: dict[Path, int]) -> dict[str, list[float]]:
+    """Each step's own time in the servers' turns (`previously.chat.steps`), ms: [p50, p99] by
+    step, in the turn's order; a step is the time from the one before it (the first: from the
+    frame). Read from each log from its given offset on (the measured turns)."""
+    own: dict[str, list[float]] = {}
+    for path, offset in logs_from.items():
+        with path.open("rb") as log:
+            log.seek(offset)
+            text = log.read().decode(errors="replace")
+        for line in text.splitlines():
+            if (marks := steps.parse(line)) is None:
+                continue
+            before = 0.0
+            for name, at in marks.items():
+                own.setdefault(name, []).append(at - before)
+                before = at
+            own.setdefault("total", []).append(before)
+    return {name: [round(statistics.median(v), 1), round(sorted(v)[min(len(v) - 1, int(0.99 * len(v)))], 1)]
+            for name, v in own.items()}
+
+
 def cpu_per_turn(before: dict, after: dict, turns: int) -> dict[str, float | None]:
     """Milliseconds of CPU per turn by kind between two `cpu_now` readings (None: no such
     process). A backend that opened meanwhile counts from zero."""
@@ -240,6 +269,7 @@ def scenario(name: str, *, n: int, turns: int, processes: int, database_url: str
                           log_dir=str(Path(log_dir, name)) if log_dir else None,
                           env={"PREVIOUSLY_LLM_BASE_URL": model.base_url, "PREVIOUSLY_LLM_MODEL": "m",
                                "PREVIOUSLY_TURN_ANALYZER_MODEL": "0", "PREVIOUSLY_LOG_LEVEL": "WARNING",
+                               "PREVIOUSLY_TURN_STEPS": "1",
                                **PRODUCTION_OVER_HTTP})
             stack.migrate()
             stack.manage("shell", "-c", SETUP.format(n=max(n, evolutions)))
@@ -252,6 +282,7 @@ def scenario(name: str, *, n: int, turns: int, processes: int, database_url: str
                 runs = stack.manage("shell", "-c", "from collections import Counter; from memory.models import "
                                     "EvolutionRun as R; print(dict(Counter(R.objects.values_list('status', flat=True))))")
                 runs = runs.strip().splitlines()[-1]
+            turn_steps = step_times(out["logs_from"])
     finally:
         model.stop()
     added = sorted(max(0.0, t - FIRST_TOKEN) * 1000 for t in out["ttft"])
@@ -271,7 +302,7 @@ def scenario(name: str, *, n: int, turns: int, processes: int, database_url: str
         "model_first_token_ms": FIRST_TOKEN * 1000,
         "sent": len(out["sent"]), "lost": len(lost), "duplicated": counted["dups"],
         "replies_archived": counted["replies"], "errors": len(out["errors"]), "error_samples": out["errors"][:5],
-        "wall_s": round(out["wall"], 1), "cpu_ms_per_turn": cpu,
+        "wall_s": round(out["wall"], 1), "cpu_ms_per_turn": cpu, "steps_ms": turn_steps,
         "samples": [(t, round(at, 3), round(first * 1000, 1)) for t, at, first in sorted(out["samples"], key=lambda x: x[1])],
     }
 
@@ -321,6 +352,19 @@ def summary(rows: list[dict]) -> str:
             f"| {cpu_text(r.get('cpu_ms_per_turn'))} | {r.get('cpu_reference', '?')} "
             f"| {r.get('load_before', '?')} → {r.get('load_after', '?')} | {'met' if ok else 'NOT met'} |"
         )
+    timed = [r for r in rows if r.get("steps_ms")]
+    if timed:
+        names = list(dict.fromkeys(name for r in timed for name in r["steps_ms"]))
+        lines += [
+            "", "Where a turn's time went in the server, frame to first token (`PREVIOUSLY_TURN_STEPS`): each step's "
+            "own time, p50 / p99 ms. checked: session check and turn lease; vector: the line's sentence vector; "
+            "archived: the archive write; echoed: the line sent back; prepared: recall, card and prompt; started: "
+            "the reply's frame; model: the model's first token (its own 50 ms included); token: that token sent.",
+            "", "| scenario | " + " | ".join(names) + " |", "| --- |" + " ---: |" * len(names),
+        ]
+        for r in timed:
+            cells = (r["steps_ms"].get(name) for name in names)
+            lines.append(f"| {r['scenario']} | " + " | ".join(f"{c[0]} / {c[1]}" if c else "–" for c in cells) + " |")
     return "\n".join(lines)
 
 

@@ -293,6 +293,9 @@ LOGGING = {
         "previously": {"handlers": ["console"], "level": _LOG_LEVEL},
     },
 }
+if tunables.usable("PREVIOUSLY_TURN_STEPS", _TUNABLES["PREVIOUSLY_TURN_STEPS"]):
+    # At DEBUG whatever PREVIOUSLY_LOG_LEVEL says; its lines reach the console through `previously`.
+    LOGGING["loggers"]["previously.chat.steps"] = {"level": "DEBUG"}
 
 # --- Background tasks (K11, O3) ---------------------------------------------
 # thread: the embedded default, tasks on worker threads of the server process, off the

@@ -198,6 +198,8 @@ TUNABLES: dict[str, Tunable] = {
     # Threads per process for the chat's database calls on PostgreSQL (previously/chat/db.py).
     "PREVIOUSLY_DB_THREADS": Tunable(4, minimum=1),
     "PREVIOUSLY_LOG_LEVEL": Tunable("INFO", choices=LOG_LEVELS),
+    # Log each turn's steps before its first token (previously/chat/steps.py; make loadtest).
+    "PREVIOUSLY_TURN_STEPS": Tunable(False),
     # Chat socket guardrails (S3): the largest frame in bytes, and frames per socket in a
     # sliding window of PREVIOUSLY_WS_RATE_SECONDS; more gets a notice and is dropped. The
     # default carries a line at PREVIOUSLY_MAX_MESSAGE_CHARS (256 Ki characters, up to 4 bytes

@@ -23,7 +23,7 @@ from memory import limits
 from memory.models import Profile
 from memory.models.archive import OBJECT_ID_RE
 from memory.sqlite.waiting import WritesComing
-from previously.chat import guard, off_record, turn
+from previously.chat import guard, off_record, steps, turn
 from previously.chat.db import db_call, frame_arrived
 from previously.chat.proactive import should_welcome_back, welcome_back_task
 from previously.llm import gate
@@ -153,6 +153,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
             await self.channel_layer.group_discard(self.session_group, self.channel_name)
 
     async def receive(self, text_data=None, bytes_data=None):
+        steps.begin()
         with frame_arrived():  # this frame's database calls, and its turn's, are due from now
             await self._receive(text_data, bytes_data)
 
@@ -175,6 +176,7 @@ class ChatConsumer(AsyncWebsocketConsumer):
         # Logged out since the socket opened (S5)? A line that can take the profile's turn now
         # takes it in the same database call: one wait for the database thread, not two (BENCH §4).
         alive, coming = await self._checked(take_turn=at_once)
+        steps.step("checked")
         if not alive:
             await self.close(code=4401)
             return

@@ -37,7 +37,7 @@ from memory.recall.budget import approx_tokens
 from memory.recall.context import Recalled
 from previously.agent.briefing import arrival_briefing
 from previously.agent.lifecycle import after_reply, archive_line
-from previously.chat import guard, markdown, prompt
+from previously.chat import guard, markdown, prompt, steps
 from previously.chat.db import after_the_reply, db_call
 from previously.i18n import for_profile
 from previously.llm import Provider, ProviderError, gate
@@ -391,8 +391,10 @@ async def handle_send(profile: Profile, data: dict, send: Send, *, stop: asyncio
         await send(refused_frame(exc, data, lang=lang))
         return
     await line_vector(frame.text)  # begun as the frame arrived (`vector_ahead`)
+    steps.step("vector")
     try:
         archived = await _archive_user(profile, frame)
+        steps.step("archived")
     except MidTombstoned as exc:
         await send(render("gone", target=f"msg-{frame.mid}") + notice(format_lazy(
             gettext_lazy("{mid} was deleted for good; it is not stored again."), mid=exc.mid
@@ -410,6 +412,7 @@ async def handle_send(profile: Profile, data: dict, send: Send, *, stop: asyncio
         return
     user_message = archived.message
     await send(render_message(user_message, profile=profile, lang=lang))
+    steps.step("echoed")
     if not archived.created:
         existing = await _reply_after(user_message)
         if existing is not None:  # a resend after a reconnect: show what is stored, write nothing
@@ -538,7 +541,9 @@ async def _stream_reply(provider, messages: list[dict], cleaner: markers.StreamC
                 return False
             visible = cleaner.feed(text)
             if visible:
+                steps.step("model")
                 await send(render("token", umid=umid, text=visible))
+                steps.first_token()
     finally:
         stopping.cancel()
         with contextlib.suppress(Exception):
@@ -712,8 +717,10 @@ async def generate(
     `kept=False` says the line is not kept (an off-the-record conversation, P5)."""
     umid = user_message.mid
     provider, prepared = await _provider_and_request(profile, user_message, local_time=local_time, recent=recent)
+    steps.step("prepared")
     lang = prepared.profile.language
     await send(render("reply_start", umid=umid, lang=lang, offline=provider.offline, list_id=list_id))
+    steps.step("started")
     cleaner = markers.StreamCleaner()
     error = ""
     stopped = False

@@ -12,6 +12,11 @@ def test_a_small_paced_run_of_the_load_script_loses_and_doubles_nothing():
     # What the turns cost: the one server's CPU per turn, from /proc; no worker, no PostgreSQL.
     cpu = row["cpu_ms_per_turn"]
     assert cpu["servers"] > 0 and cpu["worker"] is None and cpu["postgresql"] is None
+    # Where the time went: each step's own p50 / p99 from the server's log, the steps in order.
+    assert list(row["steps_ms"]) == ["checked", "vector", "archived", "echoed", "prepared", "started", "model",
+                                     "token", "total"]
+    p50, p99 = row["steps_ms"]["model"]
+    assert 50 <= p50 <= p99  # the model server's own first token is 50 ms
 
 
 def test_make_bench_prints_the_last_load_test_with_its_goal():
@@ -30,3 +35,8 @@ def test_make_bench_prints_the_last_load_test_with_its_goal():
     older = {k: v for k, v in row.items() if k not in ("cpu_ms_per_turn", "cpu_reference")}
     assert "| ? | ? |" in summary([older])  # a result file from before these columns still prints
     assert "run `make loadtest`" in summary([])
+    assert "Where a turn's time went" not in text  # no step timings in these rows
+    timed = {**row, "steps_ms": {"checked": [6.4, 23.0], "model": [54.6, 68.5], "total": [87.4, 171.2]}}
+    text = summary([timed, older])
+    assert "| scenario | checked | model | total |" in text
+    assert "| one-process | 6.4 / 23.0 | 54.6 / 68.5 | 87.4 / 171.2 |" in text
