@@ -225,6 +225,12 @@ def cpu_now(stack: Stack, database_url: str) -> dict[str, dict[int, float]]:
     return now
 
 
+def percentile(ordered: list[float], p: float) -> float | None:
+    """The `p`th percentile of values in ascending order (the value at that rank), to 0.1; None
+    for none."""
+    return round(ordered[min(len(ordered) - 1, int(p / 100 * len(ordered)))], 1) if ordered else None
+
+
 def server_logs(stack: Stack) -> list[Path]:
     """The log file of each of the stack's server processes."""
     return [stack.log_dir / f"daphne-{n}.log" for n in range(stack.processes)]
@@ -247,8 +253,7 @@ def step_times(logs_from: dict[Path, int]) -> dict[str, list[float]]:
                 own.setdefault(name, []).append(at - before)
                 before = at
             own.setdefault("total", []).append(before)
-    return {name: [round(statistics.median(v), 1), round(sorted(v)[min(len(v) - 1, int(0.99 * len(v)))], 1)]
-            for name, v in own.items()}
+    return {name: [round(statistics.median(v), 1), percentile(sorted(v), 99)] for name, v in own.items()}
 
 
 def cpu_per_turn(before: dict, after: dict, turns: int) -> dict[str, float | None]:
@@ -289,16 +294,13 @@ def scenario(name: str, *, n: int, turns: int, processes: int, database_url: str
     archived = set(counted["user_mids"])
     lost = [m for m in out["sent"] if m not in archived]
 
-    def pct(p):
-        return round(added[min(len(added) - 1, int(p / 100 * len(added)))], 1) if added else None
-
     return {
         "scenario": name, "n": n, "turns_each": turns, "processes": processes,
         "ramp_s": pace.ramp, "think_s": [pace.think_min, pace.think_max],
         "database": "postgresql" if database_url else "sqlite", "channel_layer": "redis" if redis_url else "in-memory",
         "evolutions": evolutions, "evolution_runs": runs,
         "turns_measured": len(added), "added_first_token_ms_p50": round(statistics.median(added), 1) if added else None,
-        "added_first_token_ms_p99": pct(99), "added_first_token_ms_max": round(added[-1], 1) if added else None,
+        "added_first_token_ms_p99": percentile(added, 99), "added_first_token_ms_max": round(added[-1], 1) if added else None,
         "model_first_token_ms": FIRST_TOKEN * 1000,
         "sent": len(out["sent"]), "lost": len(lost), "duplicated": counted["dups"],
         "replies_archived": counted["replies"], "errors": len(out["errors"]), "error_samples": out["errors"][:5],

@@ -80,14 +80,19 @@ print(json.dumps({"before": before, "after": [n for n in names if n in sys.modul
 """
 
 
+def _fresh_process_env(tmp_path) -> dict:
+    """A new interpreter's environment: the product's settings, no embedding model, a model
+    server address nothing answers at (the test starts its own where it needs one)."""
+    return {**os.environ, "DJANGO_SETTINGS_MODULE": "previously.settings", "PREVIOUSLY_EMBEDDINGS": "off",
+            "PREVIOUSLY_LLM_BASE_URL": "http://127.0.0.1:9/v1", "PREVIOUSLY_VAR_DIR": str(tmp_path)}
+
+
 def test_the_warm_up_loads_what_the_first_reply_and_the_first_request_would_import(tmp_path):
     """anyio loads its asyncio backend on the first connection, Django the URLconf with every
     page's views on the first request: each import ran on the event loop while every socket
     waited (issue 24 point 11). A name an upgrade moves fails here, not silently at the first
     reply; test_the_first_reply_after_the_warm_up_imports_nothing covers what it leaves out."""
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "previously.settings", "PREVIOUSLY_EMBEDDINGS": "off",
-           "PREVIOUSLY_LLM_BASE_URL": "http://127.0.0.1:9/v1", "PREVIOUSLY_VAR_DIR": str(tmp_path)}
-    done = subprocess.run([sys.executable, "-c", LAZY], env=env, cwd=settings.BASE_DIR, capture_output=True,
+    done = subprocess.run([sys.executable, "-c", LAZY], env=_fresh_process_env(tmp_path), cwd=settings.BASE_DIR, capture_output=True,
                           text=True, timeout=120, check=True)
     loaded = json.loads(done.stdout.strip().splitlines()[-1])
     assert loaded["before"] == []  # the application's import leaves them to first use
@@ -117,9 +122,7 @@ def test_the_first_reply_after_the_warm_up_imports_nothing(tmp_path):
     """Issue 24 point 11: a whole streamed reply after the warm-up, through the SDK to a local
     model server, imports no module on the event loop (without WARM_MODULES, anyio's asyncio
     backend came in with it; the SDK's chat resources no longer do, see openai_compat)."""
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "previously.settings", "PREVIOUSLY_EMBEDDINGS": "off",
-           "PREVIOUSLY_LLM_BASE_URL": "http://127.0.0.1:9/v1", "PREVIOUSLY_VAR_DIR": str(tmp_path)}
-    done = subprocess.run([sys.executable, "-c", FIRST_REPLY], env=env, cwd=settings.BASE_DIR, capture_output=True,
+    done = subprocess.run([sys.executable, "-c", FIRST_REPLY], env=_fresh_process_env(tmp_path), cwd=settings.BASE_DIR, capture_output=True,
                           text=True, timeout=120, check=True)
     seen = json.loads(done.stdout.strip().splitlines()[-1])
     assert seen["chunks"] == ["你好", " 🐱"]
