@@ -67,8 +67,11 @@ def archive_message(
     attachment: dict | None = None,
     source_id: str = "",
     new_conversation: bool = False,
+    reply_of: Message | None = None,
+    prompt_trace: dict | None = None,
 ) -> Archived:
-    """Store one line verbatim, idempotently by mid, in the profile's current slice.
+    """Store one line verbatim, idempotently by mid, in the profile's current slice; a reply
+    with the user line it answers (`reply_of`, U2) and its prompt's trace (U4).
 
     No look-up first (BENCH §2): a mid already stored fails the (profile, mid) unique
     constraint inside the write's transaction, which rolls back whole (slice touch included),
@@ -83,6 +86,7 @@ def archive_message(
                 profile=profile, mid=mid, speaker=speaker, content=content, message_type=message_type,
                 created_at=created_at, clock=clock, raw_content=raw_content, status=status,
                 attachment=attachment, source_id=source_id, new_conversation=new_conversation,
+                reply_of=reply_of, prompt_trace=prompt_trace,
             )
         except OperationalError as exc:
             # SQLite under many writers: the busy timeout ran out. Retry a few times, unless an
@@ -96,7 +100,7 @@ def archive_message(
 
 def _store(
     *, profile, mid, speaker, content, message_type, created_at, clock, raw_content, status,
-    attachment, source_id, new_conversation,
+    attachment, source_id, new_conversation, reply_of, prompt_trace,
 ) -> Archived:
     try:
         with transaction.atomic():
@@ -120,6 +124,8 @@ def _store(
                 source_id=source_id,
                 attachment=attachment,
                 content_hash=content_hash(profile.key, content),
+                reply_of=reply_of,
+                prompt_trace=prompt_trace,
             )
             index_messages([message], new=True, embed=True)
     except IntegrityError:

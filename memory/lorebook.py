@@ -35,10 +35,7 @@ def matching_entries(profile_id: int, turns: Sequence[str]) -> list[LoreEntry]:
     within one priority, in the card's insertion order. One query when the profile has no
     lorebook; with one, the keys are read without the contents, which are loaded only for the
     chosen entries (a turn pays for what it uses)."""
-    rows = list(
-        LoreEntry.objects.filter(profile_id=profile_id, enabled=True).exclude(content="")
-        .values_list("pk", "keys", "secondary_keys", "constant", "selective", "case_sensitive")
-    )
+    rows = LoreEntry.objects.scan_keys(profile_id)
     if not rows:
         return []
     depth = scan_depth(profile_id)

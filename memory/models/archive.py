@@ -2,7 +2,7 @@
 
 import copy
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -80,6 +80,31 @@ class ProfileManager(models.Manager.from_queryset(ProfileQuerySet)):
         fresh = copy.copy(profile)
         fresh.name, fresh.persona, fresh.language, fresh.model, fresh.model_connection_id, fresh.temperature = row
         return fresh
+
+    # The turn lease (S3, previously.chat.guard): taken, renewed and let go on every turn, in
+    # plain statements for the same reason as `reread`.
+    def take_turn(self, pk: int, *, now, until) -> bool:
+        """`filter(pk=pk).filter(Q(turn_until__isnull=True) | Q(turn_until__lt=now))
+        .update(turn_until=until) == 1`: the lease, unless another turn holds it."""
+        adapt = connections[self.db].ops.adapt_datetimefield_value
+        return self._lease("UPDATE memory_profile SET turn_until = %s WHERE id = %s"
+                           " AND (turn_until IS NULL OR turn_until < %s)", [adapt(until), pk, adapt(now)]) == 1
+
+    def renew_turn(self, pk: int, *, until) -> None:
+        """`filter(pk=pk, turn_until__isnull=False).update(turn_until=until)`: a held lease's end
+        moved; a released one stays free."""
+        adapt = connections[self.db].ops.adapt_datetimefield_value
+        self._lease("UPDATE memory_profile SET turn_until = %s WHERE id = %s AND turn_until IS NOT NULL",
+                    [adapt(until), pk])
+
+    def release_turn(self, pk: int) -> None:
+        """`filter(pk=pk).update(turn_until=None)`."""
+        self._lease("UPDATE memory_profile SET turn_until = NULL WHERE id = %s", [pk])
+
+    def _lease(self, sql: str, params: list) -> int:
+        with connections[self.db].cursor() as cursor:
+            cursor.execute(sql, params)
+            return cursor.rowcount
 
 
 class Profile(models.Model):
@@ -356,6 +381,21 @@ class MessageManager(models.Manager.from_queryset(MessageQuerySet)):
             Message.Type.SYSTEM, limit,
         ]
         return list(self.raw(sql, params))
+
+    def replies_to(self, line_ids: Collection[int]) -> list[tuple[int, str]]:
+        """(reply_of_id, mid) of every reply to these lines, oldest first:
+        `filter(reply_of_id__in=…, speaker=ASSISTANT).order_by("created_at", "id")
+        .values_list("reply_of_id", "mid")` in one plain statement (each reply the chat stores
+        learns its place among them, U2)."""
+        if not line_ids:
+            return []
+        with connections[self.db].cursor() as cursor:
+            cursor.execute(
+                f"SELECT reply_of_id, mid FROM memory_message WHERE speaker = %s"
+                f" AND reply_of_id IN ({', '.join(['%s'] * len(line_ids))}) ORDER BY created_at, id",
+                [Message.Speaker.ASSISTANT, *line_ids],
+            )
+            return cursor.fetchall()
 
     def live_among(self, profile_id: int, ids: Sequence[int], *, defer: Sequence[str] = ()) -> list["Message"]:
         """The profile's live, non-system messages among `ids` (`for_profile().live()`), unordered,

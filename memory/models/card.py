@@ -1,11 +1,22 @@
 """The "Previously On" card: live card, per-slice snapshots, evolution runs (SPEC K)."""
 
-from django.db import models
+from django.db import connections, models
 from django.utils.translation import gettext
 from django.utils.translation import gettext_lazy as _
 
 from memory.models.archive import Profile, Slice
 from memory.models.base import choices_check
+
+
+class CardManager(models.Manager):
+    def version_of(self, profile_id: int) -> int | None:
+        """`filter(profile_id=…).values_list("version", flat=True).first()` in one plain
+        statement: every turn's trace reads it (U4), where the ORM's query building cost four
+        times the read (BENCH §4)."""
+        with connections[self.db].cursor() as cursor:
+            cursor.execute("SELECT version FROM memory_card WHERE profile_id = %s", [profile_id])
+            row = cursor.fetchone()
+        return row[0] if row else None
 
 
 class Card(models.Model):
@@ -16,6 +27,8 @@ class Card(models.Model):
     format = models.CharField(max_length=16, default="v5", verbose_name=_("format"))
     version = models.PositiveIntegerField(default=0, verbose_name=_("version"))
     updated_at = models.DateTimeField(auto_now=True, verbose_name=_("updated at"))
+
+    objects = CardManager()
 
     class Meta:
         verbose_name = _("card")

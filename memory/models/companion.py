@@ -10,7 +10,7 @@
   first (`previously.agent.lifecycle`): its progress, and whether the person asked it to stop.
 """
 
-from django.db import models
+from django.db import connections, models
 from django.db.models import Q
 from django.utils.translation import gettext_lazy as _
 
@@ -52,6 +52,25 @@ class LoreEntryQuerySet(models.QuerySet):
 
     def enabled(self):
         return self.filter(enabled=True)
+
+    def scan_keys(self, profile_id: int) -> list[tuple]:
+        """(pk, keys, secondary_keys, constant, selective, case_sensitive) of the profile's
+        enabled entries with content: `filter(profile_id=…, enabled=True).exclude(content="")
+        .values_list(…)` in one plain statement. Every turn asks (memory.lorebook), most
+        companions have no lorebook, and the ORM's query building cost ten times the read."""
+        conn = connections[self.db]
+        with conn.cursor() as cursor:
+            cursor.execute(
+                "SELECT id, keys, secondary_keys, constant, selective, case_sensitive FROM memory_loreentry"
+                " WHERE profile_id = %s AND enabled AND content <> ''", [profile_id]
+            )
+            rows = cursor.fetchall()
+        json_field = self.model._meta.get_field("keys")
+        return [
+            (pk, json_field.from_db_value(keys, None, conn), json_field.from_db_value(secondary, None, conn),
+             bool(constant), bool(selective), bool(case_sensitive))
+            for pk, keys, secondary, constant, selective, case_sensitive in rows
+        ]
 
 
 class LoreEntry(models.Model):

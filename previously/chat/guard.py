@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from datetime import timedelta
 
 from django.conf import settings
-from django.db.models import Q
 from django.utils import timezone
 
 from memory.models import Profile
@@ -65,21 +64,16 @@ class FrameLimiter:
 def take_turn(profile: Profile) -> bool:
     """Take the profile's turn lease; False when another turn holds it (sync: run in db_call)."""
     now = timezone.now()
-    taken = (
-        Profile.objects.filter(pk=profile.pk)
-        .filter(Q(turn_until__isnull=True) | Q(turn_until__lt=now))
-        .update(turn_until=now + TURN_LEASE)
-    )
-    return taken == 1
+    return Profile.objects.take_turn(profile.pk, now=now, until=now + TURN_LEASE)
 
 
 def release_turn(profile: Profile) -> None:
-    Profile.objects.filter(pk=profile.pk).update(turn_until=None)
+    Profile.objects.release_turn(profile.pk)
 
 
 def renew_turn(profile: Profile) -> None:
     """Push a held lease's end out by TURN_LEASE (sync: run in db_call); a released one stays free."""
-    Profile.objects.filter(pk=profile.pk, turn_until__isnull=False).update(turn_until=timezone.now() + TURN_LEASE)
+    Profile.objects.renew_turn(profile.pk, until=timezone.now() + TURN_LEASE)
 
 
 async def keep_turn(profile: Profile, renew: Callable[[Profile], Awaitable[None]]) -> None:

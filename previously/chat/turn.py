@@ -114,11 +114,7 @@ def mark_alternatives(messages: list[Message]) -> None:
     if not lines:
         return
     groups: dict[int, list[str]] = {}
-    rows = (
-        Message.objects.filter(reply_of_id__in={m.reply_of_id for m in lines}, speaker=Message.Speaker.ASSISTANT)
-        .order_by("created_at", "id").values_list("reply_of_id", "mid")
-    )
-    for reply_of, mid in rows:
+    for reply_of, mid in Message.objects.replies_to({m.reply_of_id for m in lines}):
         groups.setdefault(reply_of, []).append(mid)
     for m in lines:
         mids = groups.get(m.reply_of_id, [])
@@ -281,7 +277,7 @@ def prompt_trace(
         "highlights": [h.pk for h in recalled.highlights],
         "experiences": [e.pk for e in [*recalled.active, *recalled.candidates]],
         "lore": [e.pk for e in recalled.lore],
-        "card_version": Card.objects.filter(profile=profile).values_list("version", flat=True).first(),
+        "card_version": Card.objects.version_of(profile.pk),
         "recent": len(recent),
         "tokens": counts,
     }
@@ -295,15 +291,14 @@ def store_reply(
     line (U2) with its prompt trace (U4). One transaction, so one wait for SQLite's write lock;
     with `end_turn` it also releases the profile's turn lease (S3: the lease ends when the reply
     is saved)."""
+    saved_line = user_message.pk is not None
     with transaction.atomic():
         reply = archive_message(
             profile=profile, mid=mid, speaker=Message.Speaker.ASSISTANT, content=content,
             raw_content=raw if raw != content else "", status=status, message_type=message_type,
-            tz=user_message.tz or None,
+            tz=user_message.tz or None, reply_of=user_message if saved_line else None,
+            prompt_trace=trace if saved_line else None,
         ).message
-        if user_message.pk:
-            Message.objects.filter(pk=reply.pk).update(reply_of=user_message, prompt_trace=trace)
-            reply.reply_of_id, reply.prompt_trace = user_message.pk, trace
         if end_turn:
             guard.release_turn(profile)
     highlights = []
@@ -319,6 +314,15 @@ def store_reply(
             except HighlightRefused as refused:
                 log.info("ignored [[fav:]] marker of %s: %s", mid, refused.reason)
     return reply, highlights
+
+
+@db_call
+def _store_reply_marked(profile: Profile, user_message: Message, **reply) -> Message:
+    """`store_reply`, and the stored reply's place among its line's replies (`mark_alternatives`)
+    for the page, in one database call: one wait on the chat's database thread, not two."""
+    stored, _ = store_reply(profile, user_message, **reply)
+    mark_alternatives([stored])
+    return stored
 
 
 def offline_reply(profile: Profile, recalled: Recalled, *, kept: bool = True) -> str:
@@ -777,7 +781,7 @@ async def reply_to(
     await line_vector(content)
     ending = guard.ends_with_reply()
     try:
-        reply, _ = await db_call(store_reply)(
+        reply = await _store_reply_marked(
             prepared.profile, user_message, mid=mid, raw=made.raw, content=content, favs=made.favs,
             status=status, message_type=kind, trace=prepared.trace, end_turn=ending,
         )
@@ -786,8 +790,6 @@ async def reply_to(
         log.exception("archiving reply %s failed", mid)
         reply = made.unsaved(user_message, with_raw=False)
         note = "unsaved"
-    if reply.pk:
-        await db_call(mark_alternatives)([reply])
     await guard.reply_archived(freed=ending and reply.pk is not None)  # S3: the profile may start its next turn now
     await markdown.warm([content])  # issue 24 point 4: rendered off the loop
     await send(render_message(reply, profile=profile, lang=lang, oob=f"outerHTML:#reply-{umid}", notice=note, reply_to=umid, error=error))
