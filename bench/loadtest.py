@@ -80,43 +80,59 @@ def _serve(pipe) -> None:
 
 
 async def _answer(reader, writer):
+    """One connection: requests answered one after another until the client closes it, as
+    real OpenAI-compatible servers (llama.cpp, vLLM, Ollama) keep connections alive; a stream
+    goes out in chunked encoding, as theirs does."""
     try:
-        head = await reader.readuntil(b"\r\n\r\n")
-        length = 0
-        for line in head.decode("latin-1").split("\r\n"):
-            if line.lower().startswith("content-length:"):
-                length = int(line.split(":", 1)[1])
-        body = json.loads(await reader.readexactly(length) or b"{}")
-        if body.get("stream"):
-            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nConnection: close\r\n\r\n")
-            await asyncio.sleep(FIRST_TOKEN)
-            for k in range(CHUNKS):
-                chunk = {"id": "x", "object": "chat.completion.chunk", "created": 0, "model": "m",
-                         "choices": [{"index": 0, "delta": {"content": f"word{k} "}, "finish_reason": None}]}
-                writer.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
-                await writer.drain()
-                await asyncio.sleep(CHUNK_GAP)
-            end = {"id": "x", "object": "chat.completion.chunk", "created": 0, "model": "m",
-                   "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
-            writer.write(b"data: " + json.dumps(end).encode() + b"\n\ndata: [DONE]\n\n")
-        else:
-            await asyncio.sleep(0.5)  # a slow agent step
-            if body.get("tools"):
-                message = {"role": "assistant", "content": None, "tool_calls": [{
-                    "id": uuid.uuid4().hex[:8], "type": "function",
-                    "function": {"name": "set_portrait", "arguments": json.dumps({"text": f"Portrait {time.time()}"})}}]}
+        while True:
+            head = await reader.readuntil(b"\r\n\r\n")
+            length = 0
+            for line in head.decode("latin-1").split("\r\n"):
+                if line.lower().startswith("content-length:"):
+                    length = int(line.split(":", 1)[1])
+            body = json.loads(await reader.readexactly(length) or b"{}")
+            if body.get("stream"):
+                await _stream(writer)
             else:
-                message = {"role": "assistant", "content": json.dumps({"worth": True, "reason": "load"})}
-            payload = json.dumps({"id": "x", "object": "chat.completion", "created": 0, "model": "m",
-                                  "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
-                                  "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}).encode()
-            writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n"
-                         + f"Content-Length: {len(payload)}\r\n\r\n".encode() + payload)
-        await writer.drain()
+                await _complete(writer, body)
     except (asyncio.IncompleteReadError, ConnectionError):
         pass
     finally:
         writer.close()
+
+
+async def _stream(writer) -> None:
+    def chunk(data: bytes) -> bytes:
+        return f"{len(data):x}\r\n".encode() + data + b"\r\n"
+
+    writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+    await asyncio.sleep(FIRST_TOKEN)
+    for k in range(CHUNKS):
+        event = {"id": "x", "object": "chat.completion.chunk", "created": 0, "model": "m",
+                 "choices": [{"index": 0, "delta": {"content": f"word{k} "}, "finish_reason": None}]}
+        writer.write(chunk(b"data: " + json.dumps(event).encode() + b"\n\n"))
+        await writer.drain()
+        await asyncio.sleep(CHUNK_GAP)
+    end = {"id": "x", "object": "chat.completion.chunk", "created": 0, "model": "m",
+           "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
+    writer.write(chunk(b"data: " + json.dumps(end).encode() + b"\n\ndata: [DONE]\n\n") + b"0\r\n\r\n")
+    await writer.drain()
+
+
+async def _complete(writer, body: dict) -> None:
+    await asyncio.sleep(0.5)  # a slow agent step
+    if body.get("tools"):
+        message = {"role": "assistant", "content": None, "tool_calls": [{
+            "id": uuid.uuid4().hex[:8], "type": "function",
+            "function": {"name": "set_portrait", "arguments": json.dumps({"text": f"Portrait {time.time()}"})}}]}
+    else:
+        message = {"role": "assistant", "content": json.dumps({"worth": True, "reason": "load"})}
+    payload = json.dumps({"id": "x", "object": "chat.completion", "created": 0, "model": "m",
+                          "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+                          "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}}).encode()
+    writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                 + f"Content-Length: {len(payload)}\r\n\r\n".encode() + payload)
+    await writer.drain()
 
 
 SETUP = """

@@ -1,7 +1,10 @@
 """`make loadtest` keeps working (BENCH §4): a small run of its one-process scenario — real
 Daphne, real websockets, the model server in its own process — loses, doubles and fails nothing."""
 
-from bench.loadtest import Pace, scenario, summary
+import asyncio
+import json
+
+from bench.loadtest import ModelServer, Pace, scenario, summary
 
 
 def test_a_small_paced_run_of_the_load_script_loses_and_doubles_nothing():
@@ -17,6 +20,32 @@ def test_a_small_paced_run_of_the_load_script_loses_and_doubles_nothing():
                                      "token", "total"]
     p50, p99 = row["steps_ms"]["model"]
     assert 50 <= p50 <= p99  # the model server's own first token is 50 ms
+
+
+def test_the_model_server_keeps_its_connections_alive_as_real_ones_do():
+    """llama.cpp, vLLM and Ollama answer request after request on one connection, a stream in
+    chunked encoding; the load test's model server too, so a turn pays for no connection the
+    real ones would not make it open."""
+    model = ModelServer()
+
+    async def two_streams() -> list[bytes]:
+        reader, writer = await asyncio.open_connection("127.0.0.1", model.port)
+        body = json.dumps({"model": "m", "stream": True, "messages": [{"role": "user", "content": "你好 🐱"}]}).encode()
+        answers = []
+        for _ in range(2):
+            writer.write(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                         + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+            head = await reader.readuntil(b"\r\n\r\n")
+            assert b"Transfer-Encoding: chunked" in head and b"Connection: close" not in head
+            answers.append(await reader.readuntil(b"\r\n0\r\n\r\n"))
+        writer.close()
+        return answers
+
+    try:
+        answers = asyncio.run(asyncio.wait_for(two_streams(), 10))
+    finally:
+        model.stop()
+    assert all(b"word0 " in a and b"[DONE]" in a for a in answers)
 
 
 def test_make_bench_prints_the_last_load_test_with_its_goal():
