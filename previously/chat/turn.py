@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from asgiref.sync import async_to_sync
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.tasks import task
 from django.template.loader import render_to_string
 from django.utils import timezone
@@ -319,9 +319,14 @@ def store_reply(
 @db_call
 def _store_reply_marked(profile: Profile, user_message: Message, **reply) -> Message:
     """`store_reply`, and the stored reply's place among its line's replies (`mark_alternatives`)
-    for the page, in one database call: one wait on the chat's database thread, not two."""
+    for the page, in one database call: one wait on the chat's database thread, not two. The
+    reply is stored once `store_reply` returns: a failure to read its alternatives after that
+    only leaves the page without "2 / 3" until it reloads, never says the reply was not saved."""
     stored, _ = store_reply(profile, user_message, **reply)
-    mark_alternatives([stored])
+    try:
+        mark_alternatives([stored])
+    except DatabaseError:
+        log.warning("reading the alternatives of reply %s failed; it is stored", stored.mid, exc_info=True)
     return stored
 
 

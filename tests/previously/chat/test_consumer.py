@@ -323,6 +323,22 @@ async def test_when_the_users_line_cannot_be_saved_the_reply_still_comes_and_sav
     assert [(r[1], r[2]) for r in await rows(profile)] == [("user", "你好 hello"), ("assistant", "我在，still here 🌱")]
 
 
+async def test_a_stored_reply_whose_alternatives_cannot_be_read_is_not_called_unsaved(connect, user, profile, llm_server, llm_provider, monkeypatch):
+    """The reply's write and the read of its place among its line's replies (U2) share one
+    database call (BENCH §4); the read failing after the write leaves the reply as it is: saved."""
+    def failing(messages):
+        raise DatabaseError("database is locked")
+
+    monkeypatch.setattr(turn, "mark_alternatives", failing)
+    llm_server.script(Turn(chunks=["好的 ", "ok 🌱"]))
+    chat = await connect(user)
+
+    frames = await chat.say("还在吗 still there?", mid=new_mid(2))
+
+    assert "ok 🌱" in frames[-1] and "Not saved" not in frames[-1]
+    assert [(r[1], r[2]) for r in await rows(profile)] == [("user", "还在吗 still there?"), ("assistant", "好的 ok 🌱")]
+
+
 async def test_an_unsaved_line_that_never_saves_is_named_and_nothing_is_half_stored_a3(connect, user, profile, llm_server, llm_provider, monkeypatch):
     def failing(**kwargs):
         raise DatabaseError("disk full")
