@@ -3,6 +3,7 @@
 import copy
 import re
 from collections.abc import Collection, Sequence
+from datetime import datetime
 
 from django.conf import settings
 from django.core.exceptions import ValidationError
@@ -86,24 +87,24 @@ class ProfileManager(models.Manager.from_queryset(ProfileQuerySet)):
     def take_turn(self, pk: int, *, now, until) -> bool:
         """`filter(pk=pk).filter(Q(turn_until__isnull=True) | Q(turn_until__lt=now))
         .update(turn_until=until) == 1`: the lease, unless another turn holds it."""
-        adapt = connections[self.db].ops.adapt_datetimefield_value
         return self._lease("UPDATE memory_profile SET turn_until = %s WHERE id = %s"
-                           " AND (turn_until IS NULL OR turn_until < %s)", [adapt(until), pk, adapt(now)]) == 1
+                           " AND (turn_until IS NULL OR turn_until < %s)", until, pk, now) == 1
 
     def renew_turn(self, pk: int, *, until) -> None:
         """`filter(pk=pk, turn_until__isnull=False).update(turn_until=until)`: a held lease's end
         moved; a released one stays free."""
-        adapt = connections[self.db].ops.adapt_datetimefield_value
-        self._lease("UPDATE memory_profile SET turn_until = %s WHERE id = %s AND turn_until IS NOT NULL",
-                    [adapt(until), pk])
+        self._lease("UPDATE memory_profile SET turn_until = %s WHERE id = %s AND turn_until IS NOT NULL", until, pk)
 
     def release_turn(self, pk: int) -> None:
         """`filter(pk=pk).update(turn_until=None)`."""
-        self._lease("UPDATE memory_profile SET turn_until = NULL WHERE id = %s", [pk])
+        self._lease("UPDATE memory_profile SET turn_until = NULL WHERE id = %s", pk)
 
-    def _lease(self, sql: str, params: list) -> int:
-        with connections[self.db].cursor() as cursor:
-            cursor.execute(sql, params)
+    def _lease(self, sql: str, *params) -> int:
+        """Rows changed by one lease statement; its datetimes adapted as the ORM would."""
+        conn = connections[self.db]
+        adapted = [conn.ops.adapt_datetimefield_value(p) if isinstance(p, datetime) else p for p in params]
+        with conn.cursor() as cursor:
+            cursor.execute(sql, adapted)
             return cursor.rowcount
 
 

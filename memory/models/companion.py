@@ -65,9 +65,9 @@ class LoreEntryQuerySet(models.QuerySet):
                 " WHERE profile_id = %s AND enabled AND content <> ''", [profile_id]
             )
             rows = cursor.fetchall()
-        json_field = self.model._meta.get_field("keys")
+        keys_field, secondary_field = (self.model._meta.get_field(name) for name in ("keys", "secondary_keys"))
         return [
-            (pk, json_field.from_db_value(keys, None, conn), json_field.from_db_value(secondary, None, conn),
+            (pk, keys_field.from_db_value(keys, None, conn), secondary_field.from_db_value(secondary, None, conn),
              bool(constant), bool(selective), bool(case_sensitive))
             for pk, keys, secondary, constant, selective, case_sensitive in rows
         ]
