@@ -1,10 +1,13 @@
 """The full-text index beside the archive (SPEC R1, R2, D3), on SQLite FTS5 and PostgreSQL."""
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from memory.archive import archive_message
-from memory.models import Message, RecallDocument
-from memory.recall.index import index_messages, remove_messages, search
+from memory.models import Message, RecallDocument, Slice
+from memory.recall.index import documents_for, index_messages, remove_messages, search
 from memory.recall.tokenize import tokenize
 from tests.factories import ProfileFactory
 
@@ -91,3 +94,33 @@ def test_a_very_long_word_is_archived_and_found_by_its_start():
     profile = ProfileFactory()
     message = _say(profile, 1, "link " + "x" * 4000)  # PostgreSQL refuses lexemes over 2047 bytes
     assert _ids(profile, "x" * 4000) == [message.pk]
+
+
+@pytest.mark.skipif(connection.vendor != "postgresql", reason="PostgreSQL's planner without statistics")
+def test_documents_are_never_scanned_once_per_hit_bench_4():
+    """A vector hit's documents are read with each table scanned at most once, never the archive
+    once per hit: PostgreSQL with no statistics yet (a new or fast-growing archive, autovacuum
+    off) takes `deleted_at IS NULL` for one row, and nested a scan of every document inside a
+    scan of every message (10–30 ms a question at a few hundred lines under `make loadtest`)."""
+    profile = ProfileFactory()
+    now = timezone.now()
+    slice_ = Slice.objects.create(profile=profile, key="2026-01-01-0000", started_at=now, last_message_at=now)
+    lines = Message.objects.bulk_create(
+        Message(profile=profile, slice=slice_, mid=f"c_{n:016x}", speaker="user", content=f"line {n} 第{n}句",
+                created_at=now, tz="UTC")
+        for n in range(400)
+    )
+    index_messages(lines)
+    wanted = [lines[3].pk, lines[200].pk, lines[399].pk]
+    with CaptureQueriesContext(connection) as queries:
+        found = documents_for(wanted)
+    assert sorted(c.message_id for c in found) == sorted(wanted)
+    with connection.cursor() as cursor:
+        cursor.execute("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) " + queries.captured_queries[-1]["sql"])
+        plan = cursor.fetchone()[0][0]["Plan"]
+        cursor.execute("SELECT sum(pg_relation_size(t::regclass)) / 8192 FROM unnest(%s::text[]) t",
+                       [["memory_message", "memory_recalldocument"]])
+        pages = int(cursor.fetchone()[0])
+    read = plan["Shared Hit Blocks"] + plan["Shared Read Blocks"]
+    # Both tables once, and a few index pages for each hit.
+    assert read <= pages + 10 * len(wanted), (read, pages)
