@@ -22,7 +22,6 @@ another person's p99 <= 200 ms.
 import argparse
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -33,6 +32,7 @@ import uuid
 from pathlib import Path
 
 from bench.import_upload import write_export
+from bench.machine import peak_rss_mb
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -108,7 +108,7 @@ def child(mode: str, export: str) -> None:
     seconds, cpu = time.monotonic() - began, time.process_time() - cpu
     stop.set()
     thread.join()
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    peak = peak_rss_mb()
     waits.sort()
     print(json.dumps({"mode": mode, "seconds": seconds, "cpu_seconds": cpu, "peak_mb": peak,
                       "lines": report.counts["messages"]["created"], "other_saves": len(waits),

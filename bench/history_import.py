@@ -10,7 +10,7 @@ parts (their image in the zip for some, missing for others), null times, and the
 real node carries; every line worded differently, in Chinese and English.
 
 Each phase runs in a child process of its own (fresh scratch SQLite), so peak RSS
-(getrusage ru_maxrss) is that phase's alone:
+(its VmHWM, `bench.machine.peak_rss_mb`) is that phase's alone:
 - parse: a plain streamed parse of the same member (ijson's items, building each
   conversation and dropping it), the baseline of the ratio;
 - import: `manage.py import_history` into an empty database;
@@ -27,7 +27,6 @@ import io
 import json
 import os
 import random
-import resource
 import shutil
 import subprocess
 import sys
@@ -37,7 +36,7 @@ import zipfile
 from pathlib import Path
 
 from bench.import_upload import post_form, preview_token, session_cookies, upload, wait_for_import
-from bench.machine import load_numbers
+from bench.machine import load_numbers, peak_rss_mb
 from bench.stack import PRODUCTION_OVER_HTTP
 from tests.hostile.server import Probe, SocketProbe, get, rss_bytes, start
 
@@ -49,10 +48,6 @@ EN = ("river lantern piano autumn ticket bakery garden window letter morning sta
       "saddle tunnel umbrella valley whisper yogurt zipper anchor blossom candle dragon engine feather glacier "
       "honey insect jacket kitten ladder marble needle ocean parrot quilt rocket shadow teapot").split()
 ZH = list("山水风雨花草树木日月星云天地人心爱情书画诗酒茶琴棋歌舞春夏秋冬东南西北红黄蓝绿白黑金银铜铁鱼鸟虫兽猫狗马牛羊猪家门窗床桌椅灯火")
-
-
-def _peak_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 # ---------------------------------------------------------------- the generator
@@ -210,7 +205,7 @@ def _phase(phase: str, path: str) -> dict:
         with zipfile.ZipFile(path) as z, z.open("conversations.json") as fh:
             for _conv in ijson.items(fh, "item", use_float=True):
                 n += 1
-        return {"seconds": time.perf_counter() - t0, "cpu": time.process_time() - c0, "peak_mb": _peak_mb(),
+        return {"seconds": time.perf_counter() - t0, "cpu": time.process_time() - c0, "peak_mb": peak_rss_mb(),
                 "conversations": n}
     _setup_django()
     from django.contrib.auth import get_user_model
@@ -228,7 +223,7 @@ def _phase(phase: str, path: str) -> dict:
     added = {t: after[t] - before[t] for t in after if after[t] != before[t]}
     if phase == "reimport" and added:
         raise SystemExit(f"re-import added rows: {added}")
-    return {"seconds": seconds, "cpu": cpu, "peak_mb": _peak_mb(), "added": added,
+    return {"seconds": seconds, "cpu": cpu, "peak_mb": peak_rss_mb(), "added": added,
             "summary": out.getvalue().strip().splitlines()[-1]}
 
 

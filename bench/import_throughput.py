@@ -8,7 +8,7 @@ worded differently.
 `run()` returns a dict of medians (and every run's numbers) for `make bench`.
 
 Each run uses a fresh scratch SQLite database (DATABASE_URL in a temp dir, DJANGO_DEBUG=0)
-and runs each phase in a child process of its own, so peak RSS (getrusage ru_maxrss) is
+and runs each phase in a child process of its own, so peak RSS (its VmHWM, `bench.machine.peak_rss_mb`) is
 that phase's alone and no state is shared between phases:
 
 - import: `import_kv()` of the synthetic dump into the empty database;
@@ -34,15 +34,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.machine import load_numbers
+from bench.machine import load_numbers, peak_rss_mb
 
 ROOT = Path(__file__).resolve().parent.parent
 BARS = {"seconds_import": 10, "peak_rss_mb": 300, "seconds_reimport": 4}  # BENCH.md §3
-
-
-def _peak_mb() -> float:
-    # Linux reports ru_maxrss in KiB.
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
 def _children_cpu() -> float:
@@ -111,7 +106,7 @@ def _phase_import(dump: str, *, expect_nothing: bool) -> dict:
         report = import_kv(fh=fh, user=user)
     seconds, cpu, worker = time.perf_counter() - t0, time.process_time() - c0, _children_cpu() - w0
     # CPU seconds count the import's tokenising worker too (memory.interop.analyse), joined by now.
-    result = {"seconds": seconds, "cpu": cpu + worker, "worker_cpu": worker, "peak_mb": _peak_mb(),
+    result = {"seconds": seconds, "cpu": cpu + worker, "worker_cpu": worker, "peak_mb": peak_rss_mb(),
               "total": report.as_dict()["total"]}
     if expect_nothing:
         after = _row_counts()
@@ -128,7 +123,7 @@ def _phase_json(dump: str) -> dict:
     with open(dump, encoding="utf-8") as fh:
         data = json.load(fh)
     seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
-    return {"seconds": seconds, "cpu": cpu, "peak_mb": _peak_mb(), "keys": len(data)}
+    return {"seconds": seconds, "cpu": cpu, "peak_mb": peak_rss_mb(), "keys": len(data)}
 
 
 def _child_main(argv: list[str]) -> int:

@@ -1,6 +1,7 @@
 """The machine's load average and speed, printed beside every figure (the bench machine is shared)."""
 
 import os
+import resource
 import time
 
 
@@ -40,3 +41,19 @@ def cpu_seconds(pid: int) -> float | None:
     except (OSError, IndexError):
         return None
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def peak_rss_mb() -> float:
+    """This process's own peak resident set, MB: the kernel's VmHWM, which starts afresh when the
+    process's program starts. Not getrusage's ru_maxrss: a child that `subprocess` starts (vfork,
+    then exec) inherits its parent's peak there, so a phase run after `make bench` had grown to
+    850 MB read 800 MB itself (the child's own was a fraction). ru_maxrss only where there is no
+    /proc."""
+    try:
+        with open("/proc/self/status") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
