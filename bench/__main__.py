@@ -52,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat-questions", type=int, default=200, help="LoCoMo questions asked at each size")
     args = parser.parse_args(argv)
 
+    started_env = dict(os.environ)  # before the scratch database and production switches below
     scratch = Path(tempfile.mkdtemp(prefix="previously-bench-"))
     os.environ["DATABASE_URL"] = f"sqlite:///{scratch / 'bench.sqlite3'}"
     os.environ["DJANGO_DEBUG"] = "0"  # as in production: no per-query logging on the timed path
@@ -128,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
         sections.append(import_upload.summary(results["import_upload"]))
         print(sections[-1], flush=True)
     if not args.skip_hostile:
-        results["hostile"] = hostile.run()
+        results["hostile"] = hostile.run(started_env)
         sections.append(hostile.summary(results["hostile"]))
         print(sections[-1], flush=True)
     meta["load_after"] = load_average()
