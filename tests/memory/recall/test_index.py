@@ -18,6 +18,20 @@ def _say(profile, n, text):
     return archive_message(profile=profile, mid=f"c_{n:016x}", speaker="user", content=text).message
 
 
+def _bulk_indexed(profile, count):
+    """`count` lines of one slice, bulk-written and indexed as an import writes them (no
+    statistics yet on PostgreSQL)."""
+    now = timezone.now()
+    slice_ = Slice.objects.create(profile=profile, key="2026-01-01-0000", started_at=now, last_message_at=now)
+    lines = Message.objects.bulk_create(
+        Message(profile=profile, slice=slice_, mid=f"c_{n:016x}", speaker="user", content=f"lantern {n} 灯笼{n}",
+                created_at=now, tz="UTC")
+        for n in range(count)
+    )
+    index_messages(lines)
+    return lines
+
+
 def _ids(profile, query, limit=10):
     return [hit.message_id for hit in search(profile_id=profile.pk, tokens=tokenize(query), limit=limit)]
 
@@ -102,15 +116,7 @@ def test_documents_are_never_scanned_once_per_hit_bench_4():
     once per hit: PostgreSQL with no statistics yet (a new or fast-growing archive, autovacuum
     off) takes `deleted_at IS NULL` for one row, and nested a scan of every document inside a
     scan of every message (10–30 ms a question at a few hundred lines under `make loadtest`)."""
-    profile = ProfileFactory()
-    now = timezone.now()
-    slice_ = Slice.objects.create(profile=profile, key="2026-01-01-0000", started_at=now, last_message_at=now)
-    lines = Message.objects.bulk_create(
-        Message(profile=profile, slice=slice_, mid=f"c_{n:016x}", speaker="user", content=f"line {n} 第{n}句",
-                created_at=now, tz="UTC")
-        for n in range(400)
-    )
-    index_messages(lines)
+    lines = _bulk_indexed(ProfileFactory(), 400)
     wanted = [lines[3].pk, lines[200].pk, lines[399].pk]
     with CaptureQueriesContext(connection) as queries:
         found = documents_for(wanted)
@@ -132,14 +138,7 @@ def test_the_best_matches_are_looked_up_by_key_not_by_walking_the_profile_bench_
     took the profile's index for `d.profile_id = ?` and walked every line of the profile for a
     few hundred ids: 13 ms a question at 100k lines, 1.4 ms by key."""
     profile = ProfileFactory()
-    now = timezone.now()
-    slice_ = Slice.objects.create(profile=profile, key="2026-01-01-0000", started_at=now, last_message_at=now)
-    lines = Message.objects.bulk_create(
-        Message(profile=profile, slice=slice_, mid=f"c_{n:016x}", speaker="user", content=f"lantern {n} 灯笼{n}",
-                created_at=now, tz="UTC")
-        for n in range(300)
-    )
-    index_messages(lines)
+    _bulk_indexed(profile, 300)
     with CaptureQueriesContext(connection) as queries:
         assert _ids(profile, "lantern")
     looked_up = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("SELECT d.message_id")]
