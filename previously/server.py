@@ -32,7 +32,9 @@ reactor runs on when `daphne.server` is imported, from the policy in force then,
 policy is set here, before any Daphne import, when this module runs as the server.
 Interleaved A/B in `make loadtest`'s one-process scenario at 60 chats (5 pairs, every pair
 better): the server's CPU per turn 38.0 -> 33.2 ms, p50 / p99 added first-token delay
-48 / 135 -> 35 / 100 ms (BENCH §4).
+48 / 135 -> 35 / 100 ms (BENCH §4). In the two-process PostgreSQL + Redis scenario at
+`make loadtest`'s own pace it showed no gain: 5 pairs, p99 163 (asyncio) against 178 ms, CPU
+per turn 42.8 against 42.3 ms, within that scenario's noise.
 
 Run as `python -m previously.server [daphne options] previously.asgi:application`.
 """
