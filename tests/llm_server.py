@@ -28,6 +28,7 @@ class Turn:
     tool_calls: list[tuple[str, object]] = field(default_factory=list)
     delay: float = 0.0
     chunk_delay: float = 0.0  # seconds before each streamed chunk (a slow model, for stop tests)
+    pauses: dict[int, float] = field(default_factory=dict)  # seconds before the chunk of that index, instead
     die_after: int | None = None
     status: int = 200
     headers: dict[str, str] = field(default_factory=dict)  # sent with an error status (Retry-After)
@@ -186,8 +187,8 @@ class FakeLLMServer:
                         self.connection.shutdown(2)  # the model server dies mid-stream
                         self.close_connection = True
                         return
-                    if turn.chunk_delay:
-                        time.sleep(turn.chunk_delay)
+                    if pause := turn.pauses.get(i, turn.chunk_delay):
+                        time.sleep(pause)
                     event = dict(base, choices=[{"index": 0, "delta": {"content": text}, "finish_reason": None}])
                     try:
                         self.wfile.write(f"data: {json.dumps(event, ensure_ascii=False)}\n\n".encode())

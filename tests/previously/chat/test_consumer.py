@@ -47,7 +47,8 @@ def rows(profile):
 
 
 async def test_a_reply_streams_token_by_token_and_both_lines_are_archived(connect, user, profile, llm_server, llm_provider):
-    llm_server.script(Turn(chunks=["Hel", "lo ", "Alice", "!"]))
+    # A model slower than the page's frame pace: each chunk is a frame of its own.
+    llm_server.script(Turn(chunks=["Hel", "lo ", "Alice", "!"], chunk_delay=turn.TOKEN_FRAME_SECONDS * 1.6))
     chat = await connect(user)
     frames = await chat.say("hi there", mid=new_mid(1))
     assert 'id="msg-c_0000000000000001"' in frames[0] and "hi there" in frames[0]
@@ -57,6 +58,33 @@ async def test_a_reply_streams_token_by_token_and_both_lines_are_archived(connec
     stored = await rows(profile)
     assert [(r[1], r[2], r[3]) for r in stored] == [("user", "hi there", "complete"), ("assistant", "Hello Alice!", "complete")]
     assert re.fullmatch(r"a_\d{13}_[0-9a-f]{8}", stored[1][0])
+
+
+async def test_a_fast_model_s_tokens_are_gathered_into_fewer_frames_the_first_at_once(connect, user, profile,
+                                                                                        llm_server, llm_provider):
+    """Issue 24 point 11 (BENCH §4): a model streams a chunk per token; the page gets the first
+    words as they come and the rest at most every TOKEN_FRAME_SECONDS, not a frame (a render
+    and a websocket send) per token."""
+    words = [f"w{i} " for i in range(60)] + ["讲完了 🎉"]
+    llm_server.script(Turn(chunks=words))
+    chat = await connect(user)
+    frames = await chat.say("tell me a long story", mid=new_mid(1))
+    tokens = [re.sub(r"<[^>]+>", "", f) for f in frames if f.startswith("<span id=\"reply-")]
+    assert tokens[0] == "w0 "
+    assert "".join(tokens) == "".join(words)
+    assert len(tokens) < 10, tokens
+    assert (await rows(profile))[1][2] == "".join(words).strip()
+
+
+async def test_words_held_for_the_next_frame_go_out_when_the_model_pauses(connect, user, profile, llm_server,
+                                                                          llm_provider):
+    """A word gathered after a frame is sent once its frame is due, even if the model says
+    nothing more for a while (a pause mid-reply), not only with the model's next chunk."""
+    llm_server.script(Turn(chunks=["One ", "two ", "three"], pauses={2: 0.6}))
+    chat = await connect(user)
+    frames = await chat.say("count", mid=new_mid(1))
+    tokens = [re.sub(r"<[^>]+>", "", f) for f in frames if f.startswith("<span id=\"reply-")]
+    assert tokens == ["One ", "two ", "three"]
 
 
 async def test_the_companion_s_model_is_looked_up_off_the_event_loop(connect, user, profile, llm_server, llm_provider,
