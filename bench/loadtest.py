@@ -20,6 +20,7 @@ Bounded: fixed N and T, and every wait has a timeout. Results: bench/results/loa
 
 import argparse
 import asyncio
+import functools
 import json
 import multiprocessing
 import os
@@ -44,7 +45,7 @@ from tests.webclient import WebClient  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 FIRST_TOKEN = 0.05  # the model server's own first-token delay (s)
-CHUNKS, CHUNK_GAP = 5, 0.02
+CHUNKS, CHUNK_GAP = 5, 0.02  # the reply's chunks and the seconds between them (`--chunks`, `--chunk-gap`)
 
 
 class ModelServer:
@@ -52,10 +53,10 @@ class ModelServer:
     work never waits on the load generator's interpreter): streams chat replies; answers the
     agent's (non-streamed) calls slowly, with a card edit, so evolutions take a while."""
 
-    def __init__(self):
+    def __init__(self, chunks: int = CHUNKS, gap: float = CHUNK_GAP):
         context = multiprocessing.get_context("spawn")
         ours, theirs = context.Pipe()
-        self.process = context.Process(target=_serve, args=(theirs,), daemon=True)
+        self.process = context.Process(target=_serve, args=(theirs, chunks, gap), daemon=True)
         self.process.start()
         if not ours.poll(30):
             raise RuntimeError("the model server did not start")
@@ -70,16 +71,17 @@ class ModelServer:
         self.process.join(10)
 
 
-def _serve(pipe) -> None:
+def _serve(pipe, chunks: int, gap: float) -> None:
     async def main():
-        server = await asyncio.start_server(_answer, "127.0.0.1", 0, backlog=1024)
+        server = await asyncio.start_server(functools.partial(_answer, chunks=chunks, gap=gap), "127.0.0.1", 0,
+                                            backlog=1024)
         pipe.send(server.sockets[0].getsockname()[1])
         await server.serve_forever()
 
     asyncio.run(main())
 
 
-async def _answer(reader, writer):
+async def _answer(reader, writer, *, chunks: int, gap: float):
     """One connection: requests answered one after another until the client closes it, as
     real OpenAI-compatible servers (llama.cpp, vLLM, Ollama) keep connections alive; a stream
     goes out in chunked encoding, as theirs does."""
@@ -92,7 +94,7 @@ async def _answer(reader, writer):
                     length = int(line.split(":", 1)[1])
             body = json.loads(await reader.readexactly(length) or b"{}")
             if body.get("stream"):
-                await _stream(writer)
+                await _stream(writer, chunks, gap)
             else:
                 await _complete(writer, body)
     except (asyncio.IncompleteReadError, ConnectionError):
@@ -101,18 +103,18 @@ async def _answer(reader, writer):
         writer.close()
 
 
-async def _stream(writer) -> None:
+async def _stream(writer, chunks: int, gap: float) -> None:
     def chunk(data: bytes) -> bytes:
         return f"{len(data):x}\r\n".encode() + data + b"\r\n"
 
     writer.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
     await asyncio.sleep(FIRST_TOKEN)
-    for k in range(CHUNKS):
+    for k in range(chunks):
         event = {"id": "x", "object": "chat.completion.chunk", "created": 0, "model": "m",
                  "choices": [{"index": 0, "delta": {"content": f"word{k} "}, "finish_reason": None}]}
         writer.write(chunk(b"data: " + json.dumps(event).encode() + b"\n\n"))
         await writer.drain()
-        await asyncio.sleep(CHUNK_GAP)
+        await asyncio.sleep(gap)
     end = {"id": "x", "object": "chat.completion.chunk", "created": 0, "model": "m",
            "choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]}
     writer.write(chunk(b"data: " + json.dumps(end).encode() + b"\n\ndata: [DONE]\n\n") + b"0\r\n\r\n")
@@ -280,8 +282,9 @@ def cpu_per_turn(before: dict, after: dict, turns: int) -> dict[str, float | Non
 
 
 def scenario(name: str, *, n: int, turns: int, processes: int, database_url: str = "", redis_url: str = "",
-             tasks: str = "thread", evolutions: int = 0, pace: Pace = Pace(), log_dir: str = "") -> dict:
-    model = ModelServer()
+             tasks: str = "thread", evolutions: int = 0, pace: Pace = Pace(), log_dir: str = "",
+             chunks: int = CHUNKS, chunk_gap: float = CHUNK_GAP) -> dict:
+    model = ModelServer(chunks, chunk_gap)
     try:
         with tempfile.TemporaryDirectory(prefix="loadtest-") as var:
             if log_dir:
@@ -317,7 +320,7 @@ def scenario(name: str, *, n: int, turns: int, processes: int, database_url: str
         "evolutions": evolutions, "evolution_runs": runs,
         "turns_measured": len(added), "added_first_token_ms_p50": round(statistics.median(added), 1) if added else None,
         "added_first_token_ms_p99": percentile(added, 99), "added_first_token_ms_max": round(added[-1], 1) if added else None,
-        "model_first_token_ms": FIRST_TOKEN * 1000,
+        "model_first_token_ms": FIRST_TOKEN * 1000, "reply_chunks": chunks, "chunk_gap_s": chunk_gap,
         "sent": len(out["sent"]), "lost": len(lost), "duplicated": counted["dups"],
         "replies_archived": counted["replies"], "errors": len(out["errors"]), "error_samples": out["errors"][:5],
         "wall_s": round(out["wall"], 1), "cpu_ms_per_turn": cpu, "steps_ms": turn_steps,
@@ -355,7 +358,9 @@ def summary(rows: list[dict]) -> str:
         + (f", {rows[0]['finished']}" if rows[0].get("finished") else "") + ".",
         "",
         "CPU ms/turn: what each turn cost the app's servers / task worker / PostgreSQL. CPU ref: seconds "
-        "this machine took for a fixed piece of Python before the scenario (lower is faster).",
+        "this machine took for a fixed piece of Python before the scenario (lower is faster). "
+        f"Each reply streamed {rows[0].get('reply_chunks', CHUNKS)} chunks, "
+        f"{rows[0].get('chunk_gap_s', CHUNK_GAP) * 1000:g} ms apart.",
         "",
         "| scenario | N × turns | p50 ms | p99 ms | max ms | lost | dup | errors | CPU ms/turn | CPU ref s "
         "| load average (1/5/15) | goal |",
@@ -399,6 +404,11 @@ def main(argv=None) -> int:
     parser.add_argument("--redis-url", default=os.environ.get("LOADTEST_REDIS_URL", "redis://127.0.0.1:6379/14"))
     parser.add_argument("--log-dir", default="", help="keep each process's log here (default: thrown away)")
     parser.add_argument("--only", default="", help="comma-separated scenario names")
+    parser.add_argument("--chunks", type=int, default=CHUNKS,
+                        help=f"chunks in each streamed reply (default {CHUNKS}); a real model streams one per "
+                             "token: --chunks 100 --chunk-gap 0.01 is a 100-token reply at 100 tokens/s")
+    parser.add_argument("--chunk-gap", type=float, default=CHUNK_GAP,
+                        help=f"seconds between a reply's chunks (default {CHUNK_GAP})")
     args = parser.parse_args(argv)
     low, _, high = args.think.partition("-")
     pace = Pace(ramp=args.ramp, think_min=float(low), think_max=float(high or low))
@@ -430,6 +440,7 @@ def main(argv=None) -> int:
             print(f"== {name}: N={args.n} × {args.turns} turns, think {args.think} s", flush=True)
             before, reference = load_average(), cpu_reference()
             rows.append(scenario(name, n=args.n, turns=args.turns, pace=pace, log_dir=args.log_dir,
+                                 chunks=args.chunks, chunk_gap=args.chunk_gap,
                                  database_url=f"{args.database_url}/{db}" if db else "",
                                  redis_url=args.redis_url if pg else "", **plan))
             rows[-1].update(load_before=before, load_after=load_average(), cpu_reference=reference,
