@@ -50,7 +50,7 @@ def database_url(alias: str = "default") -> str:
     """This process's database `alias` as a DATABASE_URL: the SQLite file, or the PostgreSQL
     database on its server (under test, the test database: the connection's own name)."""
     db = connections[alias].settings_dict
-    if db["ENGINE"] == "django.db.backends.postgresql":
+    if connections[alias].vendor == "postgresql":
         auth = quote(db.get("USER") or "", safe="") + (f":{quote(db['PASSWORD'], safe='')}" if db.get("PASSWORD") else "")
         host = quote(db.get("HOST") or "localhost", safe="")  # a socket folder's slashes encoded
         return f"postgres://{auth}@{host}:{db.get('PORT') or 5432}/{quote(db['NAME'], safe='')}"

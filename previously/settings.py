@@ -230,6 +230,10 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         f" PRAGMA mmap_size={tunables.usable('PREVIOUSLY_SQLITE_MMAP_BYTES', _TUNABLES['PREVIOUSLY_SQLITE_MMAP_BYTES'])};",
     }
     DATABASES["default"]["TEST"] = {"NAME": str(VAR_DIR / "test-previously.sqlite3")}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # Django's engine, with a kept connection's health check made without a round trip while
+    # nothing came on its socket (memory/postgresql/base.py, BENCH §4).
+    DATABASES["default"]["ENGINE"] = "memory.postgresql"
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 # PREVIOUSLY_DB_THREADS: threads per process for the chat's database calls on PostgreSQL
 # (previously/chat/db.py); each keeps one connection, so processes × threads must stay below
