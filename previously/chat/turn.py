@@ -50,9 +50,9 @@ log = logging.getLogger(__name__)
 Send = Callable[[str], Awaitable[None]]
 RECENT_TURNS = 12  # messages of the current slice replayed as chat turns (bounded, O2)
 # A streamed reply's words go to the page at most this often (s): the first at once, the rest
-# gathered meanwhile. A model streams a chunk per token, and each frame cost the server its
-# own render and websocket send (issue 24 point 11, BENCH §4): 20 frames a second read as
-# smoothly as 100, for a fifth of that work.
+# gathered meanwhile. A model streams a chunk per token, and each chunk was a frame of its own,
+# a render and a websocket send on the event loop: at 100 tokens a second, 100 frames; now at
+# most 20 (issue 24 point 11, BENCH §4: `make loadtest LOADTEST_ARGS="--chunks 100 --chunk-gap 0.01"`).
 TOKEN_FRAME_SECONDS = 0.05
 SAVE_RETRY_SECONDS = [2.0, 15.0, 60.0]  # A3: when an unsaved line (and its reply) is tried again
 BACKGROUND_TURN_WAIT = 120.0  # seconds a no-JS image reply waits for a turn in flight (S3)
