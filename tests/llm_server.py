@@ -28,7 +28,7 @@ class Turn:
     tool_calls: list[tuple[str, object]] = field(default_factory=list)
     delay: float = 0.0
     chunk_delay: float = 0.0  # seconds before each streamed chunk (a slow model, for stop tests)
-    pauses: dict[int, float] = field(default_factory=dict)  # seconds before the chunk of that index, instead
+    pauses: dict[int, float] = field(default_factory=dict)  # seconds before the chunk of that index (instead of chunk_delay)
     die_after: int | None = None
     status: int = 200
     headers: dict[str, str] = field(default_factory=dict)  # sent with an error status (Retry-After)
