@@ -8,7 +8,14 @@ turn, three before its first token, each a wake-up of a server backend and of th
 restart, `pg_terminate_backend`, a crashed backend — each sends its notice or closes the socket,
 which makes it readable. So a connection that is open, idle and not readable is used as it is;
 any other is checked with Django's own query, as before (the precedent: an HTTP client's pool
-looks whether a kept-alive socket became readable before reusing it)."""
+looks whether a kept-alive socket became readable before reusing it).
+
+With server-side binding (OPTIONS `server_side_binding`), psycopg prepares a statement once a
+connection has run it `prepare_threshold` times. Such a connection plans each run for its own
+values (`plan_cache_mode = force_custom_plan`), as an unprepared statement is: after five runs
+PostgreSQL may switch a prepared statement to one plan for all values, chosen by cost estimates,
+and a plan that suits a small profile can be the wrong one for a person's 100k-line archive. What
+preparing saves is the parse and analysis of each run, and quoting the values into its text."""
 
 import select
 
@@ -32,3 +39,11 @@ class DatabaseWrapper(base.DatabaseWrapper):
             self.health_check_done = True
             return
         super().close_if_health_check_failed()
+
+    def _configure_connection(self, connection):
+        commit = super()._configure_connection(connection)
+        if self.settings_dict["OPTIONS"].get("server_side_binding") and connection.prepare_threshold is not None:
+            with connection.cursor() as cursor:
+                cursor.execute("SET plan_cache_mode = force_custom_plan")
+            commit = True
+        return commit

@@ -1,8 +1,13 @@
 """memory.postgresql (BENCH §4, issue 24 point 11): a kept connection's health check is a look at
 its socket, not a `SELECT 1` round trip, and a connection the server ended is still replaced
-before it is used. Against the local PostgreSQL server, whichever database the suite runs on."""
+before it is used; a connection that prepares statements plans each run for its own values.
+Against the local PostgreSQL server, whichever database the suite runs on."""
 
+import json
+import os
 import socket
+import subprocess
+import sys
 import time
 
 import dj_database_url
@@ -17,18 +22,29 @@ SERVER = "postgres://postgres@127.0.0.1:5432/postgres"
 
 
 @pytest.fixture
-def wrapper(django_db_blocker):
+def make_wrapper(django_db_blocker):
+    """A connection of its own (with these OPTIONS), outside the suite's databases."""
     try:
         socket.create_connection(("127.0.0.1", 5432), timeout=1).close()
     except OSError:
         skip_or_fail("PostgreSQL (127.0.0.1:5432) is needed")
-    settings = connections.configure_settings(
-        {"default": dj_database_url.parse(SERVER, conn_max_age=600, conn_health_checks=True)}
-    )["default"]
-    db = DatabaseWrapper(settings, alias="probe")  # a connection of its own, outside the suite's databases
+    made = []
+
+    def make(**options):
+        settings = dj_database_url.parse(SERVER, conn_max_age=600, conn_health_checks=True)
+        settings["OPTIONS"] = options
+        made.append(DatabaseWrapper(connections.configure_settings({"default": settings})["default"], alias="probe"))
+        return made[-1]
+
     with django_db_blocker.unblock():
-        yield db
-        db.close()
+        yield make
+        for db in made:
+            db.close()
+
+
+@pytest.fixture
+def wrapper(make_wrapper):
+    return make_wrapper()
 
 
 def _backend_pid(db) -> int:
@@ -74,3 +90,51 @@ def test_the_app_s_postgresql_connections_use_this_engine():
     if connections["default"].vendor != "postgresql":
         pytest.skip("the suite runs on SQLite")
     assert isinstance(connections["default"], DatabaseWrapper)
+
+
+def _plans(db, text: str) -> tuple[int, int]:
+    """(generic, custom) plans PostgreSQL made so far for this connection's prepared `text`."""
+    with db.cursor() as cursor:
+        cursor.execute("SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement = %s", [text])
+        row = cursor.fetchone()
+    assert row is not None, f"not prepared: {text}"
+    return row
+
+
+def test_a_prepared_statement_is_planned_for_its_own_values_every_run(make_wrapper):
+    db = make_wrapper(server_side_binding=True, prepare_threshold=2)
+    text = "SELECT count(*) FROM pg_class WHERE relpages > $1"
+    with db.cursor() as cursor:
+        for pages in range(12):
+            cursor.execute("SELECT count(*) FROM pg_class WHERE relpages > %s", [pages])
+        cursor.execute("SHOW plan_cache_mode")
+        assert cursor.fetchone()[0] == "force_custom_plan"
+    generic, custom = _plans(db, text)
+    # PostgreSQL's own choice (auto) switches to one generic plan after five custom ones.
+    assert (generic, custom) == (0, 10)  # prepared on the 2nd run, planned on each of the next 10
+
+
+def test_without_server_side_binding_nothing_is_prepared_or_changed(wrapper):
+    with wrapper.cursor() as cursor:
+        for pages in range(8):
+            cursor.execute("SELECT count(*) FROM pg_class WHERE relpages > %s", [pages])
+        cursor.execute("SELECT count(*) FROM pg_prepared_statements")
+        assert cursor.fetchone()[0] == 0
+        cursor.execute("SHOW plan_cache_mode")
+        assert cursor.fetchone()[0] == "auto"
+
+
+def _database_options(**env) -> dict:
+    """settings.DATABASES' OPTIONS for a PostgreSQL DATABASE_URL in a fresh process with `env`."""
+    code = "import django, json; django.setup(); from django.conf import settings; print(json.dumps(settings.DATABASES['default'].get('OPTIONS', {})))"
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True,
+        env={**os.environ, "DJANGO_SETTINGS_MODULE": "previously.settings", "DATABASE_URL": SERVER, **env},
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_postgresql_statements_are_prepared_unless_the_setting_says_0():
+    assert _database_options() == {"server_side_binding": True, "prepare_threshold": 5}
+    assert _database_options(PREVIOUSLY_PG_PREPARE_THRESHOLD="3") == {"server_side_binding": True, "prepare_threshold": 3}
+    assert _database_options(PREVIOUSLY_PG_PREPARE_THRESHOLD="0") == {}  # Django's client-side binding (a pooler)
