@@ -197,6 +197,7 @@ TUNABLES: dict[str, Tunable] = {
     "PREVIOUSLY_IMPORT_PREVIEW_HOURS": Tunable(6, minimum=1),
     # Threads per process for the chat's database calls on PostgreSQL (previously/chat/db.py).
     "PREVIOUSLY_DB_THREADS": Tunable(4, minimum=1),
+    # Runs of a statement on a PostgreSQL connection before it is prepared there; 0: never (settings.py).
     "PREVIOUSLY_PG_PREPARE_THRESHOLD": Tunable(5, minimum=0),
     "PREVIOUSLY_LOG_LEVEL": Tunable("INFO", choices=LOG_LEVELS),
     # Log each turn's steps before its first token (previously/chat/steps.py; make loadtest).

@@ -135,6 +135,6 @@ def _database_options(**env) -> dict:
 
 
 def test_postgresql_statements_are_prepared_unless_the_setting_says_0():
-    assert _database_options() == {"server_side_binding": True, "prepare_threshold": 5}
+    assert _database_options(PREVIOUSLY_PG_PREPARE_THRESHOLD="") == {"server_side_binding": True, "prepare_threshold": 5}
     assert _database_options(PREVIOUSLY_PG_PREPARE_THRESHOLD="3") == {"server_side_binding": True, "prepare_threshold": 3}
     assert _database_options(PREVIOUSLY_PG_PREPARE_THRESHOLD="0") == {}  # Django's client-side binding (a pooler)
