@@ -238,9 +238,10 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
     # there: the server parses it once, and the values travel beside it instead of being quoted
     # into its text by Python (psycopg's server-side binding). Each run is still planned for its
     # own values (memory/postgresql/base.py). In `make loadtest`'s PostgreSQL scenario,
-    # interleaved A/B on one 2-core machine: PostgreSQL's CPU per chat turn 9.1-9.9 -> 7.9-8.9
-    # ms (5.6-6.4 with PostgreSQL's own generic plans, not taken); the servers' moved within
-    # the ±3 ms that identical runs differ by (BENCH §4). 0: Django's own client-side binding
+    # interleaved A/B on one 2-core machine: PostgreSQL's CPU per chat turn 9.1-9.3 -> 7.9-8.9
+    # ms in three pairs of four (the fourth, in a slow spell, 9.9 -> 10.5; 5.6-6.4 with
+    # PostgreSQL's own generic plans, not taken); the servers' moved within the ±3 ms that
+    # identical runs differ by (BENCH §4). 0: Django's own client-side binding
     # (a pooler that keeps no prepared statements: PgBouncer in transaction mode before 1.21).
     _prepare = tunables.usable("PREVIOUSLY_PG_PREPARE_THRESHOLD", _TUNABLES["PREVIOUSLY_PG_PREPARE_THRESHOLD"])
     if _prepare:
