@@ -213,13 +213,13 @@ class SliceManager(models.Manager.from_queryset(SliceQuerySet)):
     # The two statements of every archive write, in plain SQL: there the ORM's query building
     # cost several times the statements themselves (BENCH §2).
     _NEWEST_OPEN_SQL = (
-        "SELECT * FROM memory_slice WHERE profile_id = %s AND ended_at IS NULL ORDER BY started_at DESC LIMIT 1"
+        "SELECT {columns} FROM memory_slice WHERE profile_id = %s AND ended_at IS NULL ORDER BY started_at DESC LIMIT 1"
     )
     _TOUCH_SQL = "UPDATE memory_slice SET last_message_at = %s WHERE id = %s"
 
     def newest_open(self, profile_id: int):
         """`for_profile(p).open().order_by("-started_at").first()`, in one plain statement."""
-        return next(iter(self.raw(self._NEWEST_OPEN_SQL, [profile_id])), None)
+        return next(iter(self.raw(self._NEWEST_OPEN_SQL.format(columns=columns(self.model)), [profile_id])), None)
 
     def touch(self, pk: int, *, at) -> None:
         """`filter(pk=pk).update(last_message_at=at)`, in one plain statement."""
@@ -323,6 +323,13 @@ class SliceLogEntry(models.Model):
 LEGACY_V0_PREFIX = "mem_"
 
 
+def columns(model: type[models.Model], *, defer: Collection[str] = ()) -> str:
+    """The model's own columns for a raw SELECT, named (`defer`: attnames left out). Never `*`:
+    a column a newer migration added would change the statement's result, which PostgreSQL
+    refuses to return for a statement a running server prepared before (memory.postgresql)."""
+    return ", ".join(f.column for f in model._meta.concrete_fields if f.attname not in defer)
+
+
 def legacy_readable() -> bool:
     return bool(settings.MEM_READ_LEGACY)
 
@@ -372,7 +379,7 @@ class MessageManager(models.Manager.from_queryset(MessageQuerySet)):
         """The slice's complete, live, non-system lines up to `message` (itself left out), at most
         `limit`, newest first: `live().in_slice().filter(status=COMPLETE, created_at__lte=…)`."""
         sql = (
-            "SELECT * FROM memory_message WHERE slice_id = %s AND deleted_at IS NULL AND status = %s"
+            f"SELECT {columns(Message)} FROM memory_message WHERE slice_id = %s AND deleted_at IS NULL AND status = %s"
             " AND created_at <= %s AND id <> %s AND message_type <> %s" + legacy_sql()
             + " ORDER BY created_at DESC, id DESC LIMIT %s"
         )
@@ -402,9 +409,8 @@ class MessageManager(models.Manager.from_queryset(MessageQuerySet)):
         """The profile's live, non-system messages among `ids` (`for_profile().live()`), unordered,
         the `defer` fields left to load on access. No ORDER BY: with one, SQLite may walk the
         (profile, created_at) index over the whole archive."""
-        columns = ", ".join(f.column for f in Message._meta.concrete_fields if f.attname not in defer)
         sql = (
-            f"SELECT {columns} FROM memory_message WHERE profile_id = %s AND deleted_at IS NULL"
+            f"SELECT {columns(Message, defer=defer)} FROM memory_message WHERE profile_id = %s AND deleted_at IS NULL"
             f" AND message_type <> %s AND id IN ({', '.join(['%s'] * len(ids))})" + legacy_sql()
         )
         return list(self.raw(sql, [profile_id, Message.Type.SYSTEM, *ids]))

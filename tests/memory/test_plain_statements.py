@@ -4,10 +4,12 @@ SQLite and on PostgreSQL alike."""
 
 from datetime import timedelta
 
+import psycopg
 import pytest
+from django.db import connection
 from django.utils import timezone
 
-from memory.models import Card, LoreEntry, Message, Profile
+from memory.models import Card, LoreEntry, Message, Profile, Slice
 from tests.factories import CardFactory, MessageFactory, ProfileFactory
 
 pytestmark = pytest.mark.django_db
@@ -89,3 +91,31 @@ def test_replies_to_lists_each_lines_replies_oldest_first():
     assert Message.objects.replies_to({line.pk}) == [(line.pk, m.mid) for m in sorted(made, key=lambda m: m.created_at)]
     assert {mid for _, mid in Message.objects.replies_to({line.pk, other_line.pk})} == {m.mid for m in made} | {"a_1764900000009_00000009"}
     assert Message.objects.replies_to(set()) == []
+
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_raw_reads_still_answer_after_a_migration_adds_a_column_to_their_table():
+    """With statements prepared (memory.postgresql), a raw `SELECT *` that a server's connection
+    prepared fails once another connection (a migration) adds a column to its table: "cached
+    plan must not change result type". The raw reads name the model's own columns instead."""
+    if connection.vendor != "postgresql" or not connection.settings_dict["OPTIONS"].get("server_side_binding"):
+        pytest.skip("only a PostgreSQL connection that prepares statements")
+    message = MessageFactory()
+
+    def read():
+        assert Message.objects.turns_before(message, limit=5) == []
+        assert Slice.objects.newest_open(message.profile_id).pk == message.slice_id
+
+    for _ in range(connection.connection.prepare_threshold + 1):
+        read()
+    db = connection.settings_dict
+    with psycopg.connect(dbname=db["NAME"], host=db["HOST"], port=db["PORT"] or 5432, user=db["USER"],
+                         password=db["PASSWORD"], autocommit=True) as migration:
+        try:
+            for table in ("memory_slice", "memory_message"):
+                migration.execute(f"ALTER TABLE {table} ADD COLUMN added_later integer")
+            read()
+        finally:
+            for table in ("memory_slice", "memory_message"):
+                migration.execute(f"ALTER TABLE {table} DROP COLUMN IF EXISTS added_later")
