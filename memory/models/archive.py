@@ -212,14 +212,15 @@ class SliceQuerySet(ProfileScopedQuerySet):
 class SliceManager(models.Manager.from_queryset(SliceQuerySet)):
     # The two statements of every archive write, in plain SQL: there the ORM's query building
     # cost several times the statements themselves (BENCH §2).
-    _NEWEST_OPEN_SQL = (
-        "SELECT {columns} FROM memory_slice WHERE profile_id = %s AND ended_at IS NULL ORDER BY started_at DESC LIMIT 1"
-    )
     _TOUCH_SQL = "UPDATE memory_slice SET last_message_at = %s WHERE id = %s"
 
     def newest_open(self, profile_id: int):
         """`for_profile(p).open().order_by("-started_at").first()`, in one plain statement."""
-        return next(iter(self.raw(self._NEWEST_OPEN_SQL.format(columns=columns(self.model)), [profile_id])), None)
+        sql = (
+            f"SELECT {columns(self.model)} FROM memory_slice WHERE profile_id = %s AND ended_at IS NULL"
+            " ORDER BY started_at DESC LIMIT 1"
+        )
+        return next(iter(self.raw(sql, [profile_id])), None)
 
     def touch(self, pk: int, *, at) -> None:
         """`filter(pk=pk).update(last_message_at=at)`, in one plain statement."""
