@@ -106,6 +106,40 @@ def test_work_after_a_reply_gives_way_no_longer_than_its_allowance(monkeypatch):
     assert ran == ["bookkeeping", "a new frame"]
 
 
+def test_work_after_a_reply_waits_while_another_call_runs_even_with_a_thread_free(monkeypatch):
+    """BENCH §4: on PostgreSQL the threads share the GIL, so a reply's archive write running
+    beside a newer turn's steps slowed them. Not due yet, it waits for the pool to be idle,
+    though a second thread is free; a call that is due takes that thread at once."""
+    monkeypatch.setattr(db, "LATER_SECONDS", 60.0)
+    pool = db.DueFirstPool(lambda: 2)
+    release, held = _blocked(pool, 1)
+    ran = []
+    late = _after_reply_context().run(pool.submit, ran.append, "bookkeeping")
+    due = _frame_context().run(pool.submit, ran.append, "a new frame")
+    due.result(timeout=5)
+    time.sleep(0.1)
+    assert ran == ["a new frame"]  # the bookkeeping still waits: the held call runs
+    release.set()
+    for future in [*held, late]:
+        future.result(timeout=5)
+    assert ran == ["a new frame", "bookkeeping"]
+
+
+def test_work_after_a_reply_starts_when_due_though_another_call_still_runs(monkeypatch):
+    """Held back no longer than its allowance: at its deadline it starts beside a call that is
+    still running."""
+    monkeypatch.setattr(db, "LATER_SECONDS", 0.05)
+    pool = db.DueFirstPool(lambda: 2)
+    release, held = _blocked(pool, 1)
+    late = _after_reply_context().run(pool.submit, lambda: "bookkeeping")
+    try:
+        assert late.result(timeout=5) == "bookkeeping"
+        assert not held[0].done()
+    finally:
+        release.set()
+    held[0].result(timeout=5)
+
+
 def test_a_call_that_raises_hands_its_error_to_the_caller_and_the_thread_goes_on():
     pool = db.DueFirstPool(lambda: 1)
 
