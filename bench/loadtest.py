@@ -381,8 +381,8 @@ def summary(rows: list[dict]) -> str:
         lines += [
             "", "Where a turn's time went in the server, frame to first token (`PREVIOUSLY_TURN_STEPS`): each step's "
             "own time, p50 / p99 ms. checked: session check and turn lease; vector: the line's sentence vector; "
-            "archived: the archive write; echoed: the line sent back; prepared: recall, card and prompt; started: "
-            "the reply's frame; model: the model's first token (its own 50 ms included); token: that token sent.",
+            "archived: the archive write; prepared: recall, card and prompt (in the archive write's database call); "
+            "echoed: the line sent back; started: the reply's frame; model: the model's first token (its own 50 ms included); token: that token sent.",
             "", "| scenario | " + " | ".join(names) + " |", "| --- |" + " ---: |" * len(names),
         ]
         for r in timed:

@@ -16,7 +16,7 @@ def test_a_small_paced_run_of_the_load_script_loses_and_doubles_nothing():
     cpu = row["cpu_ms_per_turn"]
     assert cpu["servers"] > 0 and cpu["worker"] is None and cpu["postgresql"] is None
     # Where the time went: each step's own p50 / p99 from the server's log, the steps in order.
-    assert list(row["steps_ms"]) == ["checked", "vector", "archived", "echoed", "prepared", "started", "model",
+    assert list(row["steps_ms"]) == ["checked", "vector", "archived", "prepared", "echoed", "started", "model",
                                      "token", "total"]
     p50, p99 = row["steps_ms"]["model"]
     assert 50 <= p50 <= p99  # the model server's own first token is 50 ms

@@ -11,7 +11,7 @@ from tests.previously.chat.conftest import new_mid
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
-ORDER = ["checked", "vector", "archived", "echoed", "prepared", "started", "model", "token"]
+ORDER = ["checked", "vector", "archived", "prepared", "echoed", "started", "model", "token"]
 
 
 async def test_a_turn_logs_its_steps_once_in_order_when_the_logger_is_on(connect, user, profile, caplog, llm_provider):

@@ -106,3 +106,36 @@ async def test_a_line_is_checked_and_takes_the_turn_in_one_database_call(connect
     assert at_archive[0] == 2  # the check with the lease, then the archive write's own call
     assert await Message.objects.filter(profile=profile, speaker=Message.Speaker.USER).acount() == 1
 
+
+
+async def test_a_new_lines_archive_write_and_its_replys_request_are_one_database_call(
+    connect, user, profile, monkeypatch
+):
+    """BENCH §4: the archive write, then recall and the prompt, were two waits for the chat's
+    database threads, with a trip through the event loop between them; now one. Its line is
+    echoed all the same, before the reply starts."""
+    chat = await connect(user)
+    submitted, at = [], {}
+    real_submit, real_archive, real_recall = db.POOL.submit, turn.archive_message, turn.recall
+
+    def submit(fn, /, *args, **kwargs):
+        submitted.append(fn)
+        return real_submit(fn, *args, **kwargs)
+
+    def archive_message(**kwargs):
+        at.setdefault("archive", len(submitted))
+        return real_archive(**kwargs)
+
+    def recall(**kwargs):
+        at.setdefault("recall", len(submitted))
+        return real_recall(**kwargs)
+
+    monkeypatch.setattr(db.POOL, "submit", submit)
+    monkeypatch.setattr(turn, "archive_message", archive_message)
+    monkeypatch.setattr(turn, "recall", recall)
+    frames = await chat.say("one wait for both 一次等待", mid=new_mid(5))
+    assert at["archive"] == at["recall"] == 2
+    echo = next(i for i, f in enumerate(frames) if 'id="msg-' + new_mid(5) in f)
+    start = next(i for i, f in enumerate(frames) if f'reply-{new_mid(5)}' in f)
+    assert echo < start
+    assert await Message.objects.filter(profile=profile).acount() == 2
