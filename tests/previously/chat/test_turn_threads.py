@@ -139,3 +139,30 @@ async def test_a_new_lines_archive_write_and_its_replys_request_are_one_database
     start = next(i for i, f in enumerate(frames) if f'reply-{new_mid(5)}' in f)
     assert echo < start
     assert await Message.objects.filter(profile=profile).acount() == 2
+
+
+async def test_a_request_that_fails_in_the_archive_writes_call_is_not_taken_for_a_failed_write(
+    connect, user, profile, monkeypatch
+):
+    """Made in the archive write's own call, a failure of recall is the turn's failure, told as
+    before, after the line is echoed: the line is stored once, never "not saved yet" and
+    written again, and the profile's turn is let go for the next line."""
+    real_recall, failed = turn.recall, []
+
+    def recall_failing_once(**kwargs):
+        if not failed:
+            failed.append(kwargs["query"])
+            raise RuntimeError("the index is unreadable")
+        return real_recall(**kwargs)
+
+    monkeypatch.setattr(turn, "recall", recall_failing_once)
+    chat = await connect(user)
+    await chat.send("recall fails this once 这次回忆失败", mid=new_mid(6))
+    frames = []
+    while not any("Something went wrong with that message" in f for f in frames):
+        frames.append(await chat.ws.receive_from(timeout=5))
+    assert f'id="msg-{new_mid(6)}"' in frames[0]
+    assert not any("could not be saved" in f for f in frames)
+    assert await Message.objects.filter(mid=new_mid(6)).acount() == 1
+    after = await chat.say("and the next line is answered 下一句有回答", mid=new_mid(7))
+    assert any(f"outerHTML:#reply-{new_mid(7)}" in f for f in after)
