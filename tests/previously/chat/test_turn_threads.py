@@ -107,7 +107,6 @@ async def test_a_line_is_checked_and_takes_the_turn_in_one_database_call(connect
     assert await Message.objects.filter(profile=profile, speaker=Message.Speaker.USER).acount() == 1
 
 
-
 async def test_a_new_lines_archive_write_and_its_replys_request_are_one_database_call(
     connect, user, profile, monkeypatch
 ):
@@ -135,8 +134,8 @@ async def test_a_new_lines_archive_write_and_its_replys_request_are_one_database
     monkeypatch.setattr(turn, "recall", recall)
     frames = await chat.say("one wait for both 一次等待", mid=new_mid(5))
     assert at["archive"] == at["recall"] == 2
-    echo = next(i for i, f in enumerate(frames) if 'id="msg-' + new_mid(5) in f)
-    start = next(i for i, f in enumerate(frames) if f'reply-{new_mid(5)}' in f)
+    echo = next(i for i, f in enumerate(frames) if f'id="msg-{new_mid(5)}"' in f)
+    start = next(i for i, f in enumerate(frames) if f"reply-{new_mid(5)}" in f)
     assert echo < start
     assert await Message.objects.filter(profile=profile).acount() == 2
 
