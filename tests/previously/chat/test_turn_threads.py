@@ -84,26 +84,36 @@ async def test_the_lines_vector_is_begun_as_its_frame_arrives_while_the_session_
     assert await Message.objects.filter(profile=profile, speaker=Message.Speaker.USER).acount() == 1
 
 
-async def test_a_line_is_checked_and_takes_the_turn_in_one_database_call(connect, user, profile, monkeypatch):
-    """BENCH §4: the session check (S5) and the turn's lease (S3) were two waits for the chat's
-    database thread before the line's archive write; a line that can take the turn at once now
-    waits once for both."""
-    chat = await connect(user)
-    submitted, at_archive = [], []
-    real_submit, real_archive = db.POOL.submit, turn.archive_message
+def _call_counts(monkeypatch, *names: str) -> dict[str, int]:
+    """Which call on the chat's database threads (1, 2, …) first ran each of `turn`'s `names`
+    (`archive_message`, `recall`), filled in as the turn runs."""
+    submitted, at = [], {}
+    real_submit = db.POOL.submit
 
     def submit(fn, /, *args, **kwargs):
         submitted.append(fn)
         return real_submit(fn, *args, **kwargs)
 
-    def archive_message(**kwargs):
-        at_archive.append(len(submitted))
-        return real_archive(**kwargs)
+    def spy(name, real):
+        def counted(**kwargs):
+            at.setdefault(name, len(submitted))
+            return real(**kwargs)
+        return counted
 
     monkeypatch.setattr(db.POOL, "submit", submit)
-    monkeypatch.setattr(turn, "archive_message", archive_message)
+    for name in names:
+        monkeypatch.setattr(turn, name, spy(name, getattr(turn, name)))
+    return at
+
+
+async def test_a_line_is_checked_and_takes_the_turn_in_one_database_call(connect, user, profile, monkeypatch):
+    """BENCH §4: the session check (S5) and the turn's lease (S3) were two waits for the chat's
+    database thread before the line's archive write; a line that can take the turn at once now
+    waits once for both."""
+    chat = await connect(user)
+    at = _call_counts(monkeypatch, "archive_message")
     await chat.say("checked and leased at once 一次就好", mid=new_mid(4))
-    assert at_archive[0] == 2  # the check with the lease, then the archive write's own call
+    assert at["archive_message"] == 2  # the check with the lease, then the archive write's own call
     assert await Message.objects.filter(profile=profile, speaker=Message.Speaker.USER).acount() == 1
 
 
@@ -114,26 +124,9 @@ async def test_a_new_lines_archive_write_and_its_replys_request_are_one_database
     database threads, with a trip through the event loop between them; now one. Its line is
     echoed all the same, before the reply starts."""
     chat = await connect(user)
-    submitted, at = [], {}
-    real_submit, real_archive, real_recall = db.POOL.submit, turn.archive_message, turn.recall
-
-    def submit(fn, /, *args, **kwargs):
-        submitted.append(fn)
-        return real_submit(fn, *args, **kwargs)
-
-    def archive_message(**kwargs):
-        at.setdefault("archive", len(submitted))
-        return real_archive(**kwargs)
-
-    def recall(**kwargs):
-        at.setdefault("recall", len(submitted))
-        return real_recall(**kwargs)
-
-    monkeypatch.setattr(db.POOL, "submit", submit)
-    monkeypatch.setattr(turn, "archive_message", archive_message)
-    monkeypatch.setattr(turn, "recall", recall)
+    at = _call_counts(monkeypatch, "archive_message", "recall")
     frames = await chat.say("one wait for both 一次等待", mid=new_mid(5))
-    assert at["archive"] == at["recall"] == 2
+    assert at["archive_message"] == at["recall"] == 2
     echo = next(i for i, f in enumerate(frames) if f'id="msg-{new_mid(5)}"' in f)
     start = next(i for i, f in enumerate(frames) if f"reply-{new_mid(5)}" in f)
     assert echo < start
