@@ -93,11 +93,15 @@ class DueFirstPool(Executor):
         future = Future()
         with self._ready:
             heapq.heappush(self._waiting, (_deadline(), next(self._order), future, fn, args, kwargs))
-            if self._idle:
-                self._ready.notify()
-            elif self._threads < self._size():
+            # A thread idles for each waiting call, or the pool grows by one. An idle thread
+            # woken for the call before this one (it has not taken it yet), or waiting for a
+            # call not due yet, is not this call's: counting it so held a burst's second call
+            # behind the first with threads to spare (test_db_pool).
+            if self._idle < len(self._waiting) and self._threads < self._size():
                 self._threads += 1
                 threading.Thread(target=self._work, name=f"chat-db-{self._threads}").start()
+            elif self._idle:
+                self._ready.notify()
         return future
 
     def _work(self) -> None:

@@ -163,6 +163,38 @@ def test_threads_start_as_calls_wait_up_to_the_pools_size():
     assert seen <= {"chat-db-1", "chat-db-2", "chat-db-3"}
 
 
+def _all_at_once(submit, calls: int) -> list:
+    """`calls` calls made by `submit(fn)` that end only once all of them run at the same time
+    (each would time out at the barrier otherwise), and the futures of them."""
+    together = threading.Barrier(calls)
+    return [submit(lambda: together.wait(3)) for _ in range(calls)]
+
+
+def test_a_burst_gets_a_thread_a_call_while_the_pool_may_grow():
+    """BENCH §4: two frames' calls back to back, one thread idle and room for another: both run
+    at once. The idle thread was counted for each, so the second waited for the first to end."""
+    pool = db.DueFirstPool(lambda: 2)
+    pool.submit(lambda: None).result(timeout=5)
+    time.sleep(0.05)  # its thread idles
+    for future in _all_at_once(pool.submit, 2):
+        future.result(timeout=5)
+
+
+def test_calls_held_until_due_are_not_left_one_thread_short(monkeypatch):
+    """A thread idling for a call not due yet is that call's: one more such call gets a thread
+    of its own, and once due they run side by side."""
+    monkeypatch.setattr(db, "LATER_SECONDS", 0.05)
+    pool = db.DueFirstPool(lambda: 3)
+
+    def submit(fn):
+        future = _after_reply_context().run(pool.submit, fn)
+        time.sleep(0.02)  # the call's thread is idle, waiting for it to fall due, as the next comes
+        return future
+
+    for future in _all_at_once(submit, 3):
+        future.result(timeout=5)
+
+
 def test_a_call_under_way_as_the_process_exits_finishes_first(tmp_path):
     """Nothing lost at a stop: the threads are not daemons, so a reply's write that is running
     (or waiting) when the main thread ends is finished before the process exits, as with the
