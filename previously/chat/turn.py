@@ -7,6 +7,7 @@ Database work runs in the small sync helpers below, through `db_call` (previousl
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import secrets
 import time
@@ -512,7 +513,10 @@ def reply_in_background(profile_id: int, mid: str) -> None:
             keeper.cancel()
 
     try:
-        async_to_sync(reply)()
+        # In a context of its own: async_to_sync copies a coroutine's context changes back to its
+        # caller, and the turn's mark that its calls after the reply give way (`after_the_reply`)
+        # stayed on this task thread, holding back the next background reply's calls too.
+        contextvars.copy_context().run(async_to_sync(reply))
     finally:
         guard.release_turn(profile)
 

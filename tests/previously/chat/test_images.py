@@ -4,6 +4,7 @@ the message."""
 
 import base64
 import io
+import time
 
 import pytest
 from channels.db import database_sync_to_async
@@ -14,7 +15,7 @@ from PIL import Image
 
 from memory.deletion import hard_delete_message
 from memory.models import Message
-from previously.chat import guard, turn
+from previously.chat import db, guard, turn
 from previously.llm import reset_provider
 from previously.llm.openai_compat import OpenAICompatible
 from tests.factories import MessageFactory, ProfileFactory, UserFactory
@@ -144,6 +145,16 @@ def test_the_background_reply_takes_the_profiles_turn_and_gives_it_back_s3(logge
     profile.refresh_from_db()
     assert profile.turn_until is None  # released after the reply
     assert len(llm_server.requests) == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_background_reply_leaves_its_thread_calls_that_are_due_when_made(logged_in, profile, llm_server, llm_provider):
+    """The turn marks its own calls after the reply as giving way (`after_the_reply`); the task
+    thread it ran on (here the test's: the tasks run at once) keeps no such mark for later ones."""
+    llm_server.script(Turn(chunks=["Seen."]))
+    upload(logged_in, png(), htmx=False)
+    assert len(llm_server.requests) == 1
+    assert db._deadline() <= time.monotonic()  # due when made, not LATER_SECONDS on
 
 
 @pytest.mark.django_db(transaction=True)
