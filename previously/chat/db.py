@@ -58,9 +58,17 @@ def frame_arrived():
         _due.reset(token)
 
 
-def after_the_reply() -> None:
-    """The rest of this turn's calls give way to first tokens for up to LATER_SECONDS each."""
-    _due.set((None, LATER_SECONDS))
+@contextmanager
+def after_the_reply():
+    """Calls made within (and by the tasks started within) are a turn's work after its reply
+    has streamed: each gives way to first tokens for up to LATER_SECONDS. Left as it was on the
+    way out, so a thread that ran the turn through async_to_sync (which copies a coroutine's
+    context changes back to its caller: a background reply's task thread) keeps no such mark."""
+    token = _due.set((None, LATER_SECONDS))
+    try:
+        yield
+    finally:
+        _due.reset(token)
 
 
 def _deadline() -> float:

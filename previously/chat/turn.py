@@ -7,7 +7,6 @@ Database work runs in the small sync helpers below, through `db_call` (previousl
 
 import asyncio
 import contextlib
-import contextvars
 import logging
 import secrets
 import time
@@ -513,10 +512,7 @@ def reply_in_background(profile_id: int, mid: str) -> None:
             keeper.cancel()
 
     try:
-        # In a context of its own: async_to_sync copies a coroutine's context changes back to its
-        # caller, and the turn's mark that its calls after the reply give way (`after_the_reply`)
-        # stayed on this task thread, holding back the next background reply's calls too.
-        contextvars.copy_context().run(async_to_sync(reply))
+        async_to_sync(reply)()
     finally:
         guard.release_turn(profile)
 
@@ -826,38 +822,38 @@ async def reply_to(
     `ahead`: its provider and request, made with the line's archive write (`_archive_user`)."""
     umid = user_message.mid
     made = await generate(profile, user_message, send, local_time=local_time, stop=stop, ahead=ahead)
-    after_the_reply()  # archiving it gives way to others' first tokens (BENCH §4)
-    prepared, lang, content, error, mid = made.prepared, made.lang, made.content, made.error, made.mid
-    status, kind, stopped = made.status, made.kind, made.stopped
-    note = ""
-    if user_message.pk is None:  # A3: its line is not saved yet; both are saved together later
-        reply = made.unsaved(user_message)
-        await guard.reply_archived()  # S3: the profile may start its next turn now
+    with after_the_reply():  # archiving it gives way to others' first tokens (BENCH §4)
+        prepared, lang, content, error, mid = made.prepared, made.lang, made.content, made.error, made.mid
+        status, kind, stopped = made.status, made.kind, made.stopped
+        note = ""
+        if user_message.pk is None:  # A3: its line is not saved yet; both are saved together later
+            reply = made.unsaved(user_message)
+            await guard.reply_archived()  # S3: the profile may start its next turn now
+            await markdown.warm([content])  # issue 24 point 4: rendered off the loop
+            await send(render_message(reply, lang=lang, oob=f"outerHTML:#reply-{umid}", notice="pending", reply_to=umid, error=error))
+            return reply
+        # The reply's vector too, as the user line's above: not on the database thread, and not while
+        # the reply's transaction holds SQLite's write lock (every other writer, an import's batches
+        # included, waited for the model's pass there: BENCH §5).
+        await line_vector(content)
+        ending = guard.ends_with_reply()
+        try:
+            reply = await _store_reply_marked(
+                prepared.profile, user_message, mid=mid, raw=made.raw, content=content, favs=made.favs,
+                status=status, message_type=kind, trace=prepared.trace, end_turn=ending,
+            )
+        except Exception:
+            # A3: the reply is still delivered, with a visible notice.
+            log.exception("archiving reply %s failed", mid)
+            reply = made.unsaved(user_message, with_raw=False)
+            note = "unsaved"
+        await guard.reply_archived(freed=ending and reply.pk is not None)  # S3: the profile may start its next turn now
         await markdown.warm([content])  # issue 24 point 4: rendered off the loop
-        await send(render_message(reply, lang=lang, oob=f"outerHTML:#reply-{umid}", notice="pending", reply_to=umid, error=error))
+        await send(render_message(reply, profile=profile, lang=lang, oob=f"outerHTML:#reply-{umid}", notice=note, reply_to=umid, error=error))
+        if not error and not stopped:
+            # Offline too: a "remember…" request then records a run skipped for want of a model (K10, K11).
+            await _after_reply(prepared.profile, prepared.slice, user_message.content, content)
         return reply
-    # The reply's vector too, as the user line's above: not on the database thread, and not while
-    # the reply's transaction holds SQLite's write lock (every other writer, an import's batches
-    # included, waited for the model's pass there: BENCH §5).
-    await line_vector(content)
-    ending = guard.ends_with_reply()
-    try:
-        reply = await _store_reply_marked(
-            prepared.profile, user_message, mid=mid, raw=made.raw, content=content, favs=made.favs,
-            status=status, message_type=kind, trace=prepared.trace, end_turn=ending,
-        )
-    except Exception:
-        # A3: the reply is still delivered, with a visible notice.
-        log.exception("archiving reply %s failed", mid)
-        reply = made.unsaved(user_message, with_raw=False)
-        note = "unsaved"
-    await guard.reply_archived(freed=ending and reply.pk is not None)  # S3: the profile may start its next turn now
-    await markdown.warm([content])  # issue 24 point 4: rendered off the loop
-    await send(render_message(reply, profile=profile, lang=lang, oob=f"outerHTML:#reply-{umid}", notice=note, reply_to=umid, error=error))
-    if not error and not stopped:
-        # Offline too: a "remember…" request then records a run skipped for want of a model (K10, K11).
-        await _after_reply(prepared.profile, prepared.slice, user_message.content, content)
-    return reply
 
 
 # --- A3: a line that could not be saved ------------------------------------------------------

@@ -59,8 +59,8 @@ def _frame_context() -> contextvars.Context:
 def _after_reply_context() -> contextvars.Context:
     """The context of a turn whose reply has streamed (`reply_to`)."""
     def inside():
-        db.after_the_reply()
-        return contextvars.copy_context()
+        with db.after_the_reply():
+            return contextvars.copy_context()
     return contextvars.copy_context().run(inside)
 
 
